@@ -100,6 +100,15 @@ using namespace mlir;
 using namespace mlir::zero;
 using namespace mlir::zero::tuning;
 
+/// Whether a world of `world` ranks has a mesh of hpZ groups of `hpz`
+/// (1: none), MiCS groups of `mics` (0: none) and sequence-parallel groups
+/// of `sp`: whether they nest, one of each two holding the other.
+static bool nests(int64_t world, int64_t hpz, int64_t mics, int64_t sp) {
+  zrt_mesh mesh;
+  return zrt_mesh_from_sizes(&mesh, world, hpz, mics, sp, 1,
+                             ZRT_EXPERT_CONTIGUOUS) == 0;
+}
+
 LogicalResult Tuner::search(ArrayRef<TuneRemat> remats, ArrayRef<int64_t> sps,
                             ArrayRef<int64_t> tiles, ArrayRef<bool> offloads) {
   int64_t numRemats = remats.size();
@@ -141,8 +150,11 @@ LogicalResult Tuner::search(ArrayRef<TuneRemat> remats, ArrayRef<int64_t> sps,
     bool refused = false;
     for (int64_t stage = 0; stage <= 3 && !refused; ++stage) {
       for (int64_t mics : getMicsChoices(stage)) {
-        // Nor MiCS.
+        // Nor MiCS, nor MiCS groups that do not nest with the
+        // sequence-parallel groups (no mesh holds both).
         if (ep != 1 && mics > 0)
+          continue;
+        if (!nests(options.worldSize, /*hpz=*/1, mics, sp))
           continue;
         auto states = partitionStage(stage, mics, sp, ep);
         if (failed(states)) {
@@ -171,6 +183,8 @@ LogicalResult Tuner::search(ArrayRef<TuneRemat> remats, ArrayRef<int64_t> sps,
           SmallVector<TuneConfig> variants;
           for (TuneConfig v : getZeroPPChoices(s.config)) {
             if (ep != 1 && v.hpzPartitionSize > 1)
+              continue;
+            if (!nests(options.worldSize, v.hpzPartitionSize, mics, sp))
               continue;
             variants.push_back(v);
           }

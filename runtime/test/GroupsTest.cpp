@@ -33,6 +33,8 @@ namespace {
 zrt_comm *world() { return zrt_comm_world(); }
 
 int64_t topologyArgs[6] = {0, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS};
+/// The mesh of topologyArgs' sizes.
+zrt_mesh mesh = {};
 
 struct Case {
   int32_t dtype;
@@ -98,10 +100,8 @@ int total(const std::vector<int> &counts) {
 
 TEST_P(GroupsTest, KnowsItsMembers) {
   const Group &g = group();
-  zrt_rank_set want = zrt_rank_set_of(
-      GetParam().kind, zrt_comm_rank(world()), zrt_comm_size(world()),
-      topologyArgs[1], topologyArgs[2], topologyArgs[3], topologyArgs[4],
-      int32_t(topologyArgs[5]));
+  zrt_rank_set want =
+      zrt_rank_set_of(GetParam().kind, zrt_comm_rank(world()), &mesh);
   EXPECT_EQ(g.set.first, want.first);
   EXPECT_EQ(g.set.stride, want.stride);
   EXPECT_EQ(g.set.size, want.size);
@@ -442,10 +442,15 @@ int main(int argc, char **argv) {
   for (int i = 0; i < argc - 1; ++i)
     topologyArgs[i] = std::atoll(argv[i + 1]);
   zrt_comm *comm = zrt_comm_world();
+  if (zrt_mesh_from_sizes(&mesh, zrt_comm_size(comm), topologyArgs[1],
+                          topologyArgs[2], topologyArgs[3], topologyArgs[4],
+                          int32_t(topologyArgs[5]))) {
+    std::fprintf(stderr, "zrt-groups-test: the sizes form no mesh\n");
+    zrt_finalize();
+    return 2;
+  }
   try {
-    zrt::setTopology(comm, topologyArgs[0], topologyArgs[1], topologyArgs[2],
-                     topologyArgs[3], topologyArgs[4],
-                     int32_t(topologyArgs[5]));
+    zrt::setTopology(comm, topologyArgs[0], mesh);
   } catch (const std::exception &e) {
     // A topology whose sets do not split evenly by node: every rank says so.
     std::printf("zrt-groups-test: rank %d: %s\n", zrt_comm_rank(comm),

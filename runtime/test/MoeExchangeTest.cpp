@@ -159,9 +159,10 @@ TEST_P(MoeExchangeTest, MovesTheRowsTheCountsSay) {
   const Case &c = GetParam();
   int64_t p = expertParallel, experts = 2 * p, el = 2;
   int64_t rank = zrt_comm_rank(world());
-  zrt_rank_set members =
-      zrt_rank_set_of(ZRT_RANKS_EXPERT, rank, zrt_comm_size(world()), 1, 0, 1,
-                      p, expertPlacement);
+  zrt_mesh mesh;
+  zrt_mesh_from_sizes(&mesh, zrt_comm_size(world()), 1, 0, 1, p,
+                      expertPlacement);
+  zrt_rank_set members = zrt_rank_set_of(ZRT_RANKS_EXPERT, rank, &mesh);
   int64_t first = members.first, stride = members.stride;
   int64_t me = (rank - first) / stride;
   int64_t cap = c.cap ? c.cap : p * kRows;
@@ -367,8 +368,13 @@ int main(int argc, char **argv) {
   if (strided)
     expertPlacement = ZRT_EXPERT_STRIDED;
   zrt_comm *comm = zrt_comm_world();
-  zrt::setTopology(comm, ranksPerNode, 1, 0, 1, expertParallel,
-                   expertPlacement);
+  zrt_mesh mesh;
+  if (zrt_mesh_from_sizes(&mesh, zrt_comm_size(comm), 1, 0, 1, expertParallel,
+                          expertPlacement)) {
+    std::fprintf(stderr, "P must divide the world size\n");
+    return 2;
+  }
+  zrt::setTopology(comm, ranksPerNode, mesh);
   if (argc == 4 && !strided) {
     int code = overflow();
     zrt_finalize();

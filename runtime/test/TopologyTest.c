@@ -44,6 +44,24 @@ static void expectLinks(zrt_link_bytes got, int64_t intra, int64_t inter,
   expect(got.inter_node, inter, "inter_node", line);
 }
 
+/* zrt_rank_set_of over the mesh of the sizes (zrt_mesh_from_sizes); an
+ * empty set when they form none. */
+static zrt_rank_set setOf(int32_t kind, int64_t rank, int64_t world,
+                          int64_t hpz, int64_t mics, int64_t sp, int64_t ep,
+                          int32_t placement) {
+  zrt_mesh mesh;
+  if (zrt_mesh_from_sizes(&mesh, world, hpz, mics, sp, ep, placement))
+    return set(rank, 1, 0);
+  return zrt_rank_set_of(kind, rank, &mesh);
+}
+
+static int64_t memberOf(int32_t kind, int64_t rank, int64_t world, int64_t ep,
+                        int32_t placement) {
+  zrt_mesh mesh;
+  zrt_mesh_from_sizes(&mesh, world, 1, 0, 1, ep, placement);
+  return zrt_member_index(kind, rank, &mesh);
+}
+
 static void membersPerNode(void) {
   /* One node: every member. */
   EXPECT(zrt_members_per_node(set(0, 1, 4), 0), 4);
@@ -67,111 +85,129 @@ static void membersPerNode(void) {
 }
 
 static void rankSets(void) {
-  expectSet(
-      zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
-      0, 1, 8, __LINE__);
-  expectSet(
-      zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 4, 1, 1, ZRT_EXPERT_CONTIGUOUS),
-      4, 1, 4, __LINE__);
-  expectSet(
-      zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 2, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
-      4, 1, 2, __LINE__);
-  expectSet(
-      zrt_rank_set_of(ZRT_RANKS_HPZ, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
-      5, 1, 1, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 4, 1, 1,
-                            ZRT_EXPERT_CONTIGUOUS),
+  expectSet(setOf(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS), 0,
+            1, 8, __LINE__);
+  expectSet(setOf(ZRT_RANKS_GROUP, 5, 8, 1, 4, 1, 1, ZRT_EXPERT_CONTIGUOUS), 4,
+            1, 4, __LINE__);
+  expectSet(setOf(ZRT_RANKS_HPZ, 5, 8, 2, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS), 4, 1,
+            2, __LINE__);
+  expectSet(setOf(ZRT_RANKS_HPZ, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS), 5, 1,
+            1, __LINE__);
+  expectSet(setOf(ZRT_RANKS_REPLICAS, 5, 8, 1, 4, 1, 1, ZRT_EXPERT_CONTIGUOUS),
             1, 4, 2, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_REPLICAS, 5, 8, 1, 0, 1, 1,
-                            ZRT_EXPERT_CONTIGUOUS),
+  expectSet(setOf(ZRT_RANKS_REPLICAS, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
             5, 1, 1, __LINE__);
-  expectSet(
-      zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 2, 4, 1, 1, ZRT_EXPERT_CONTIGUOUS),
-      0, 1, 8, __LINE__);
-  expectSet(
-      zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
-      0, 1, 8, __LINE__);
+  expectSet(setOf(ZRT_RANKS_WORLD, 5, 8, 2, 4, 1, 1, ZRT_EXPERT_CONTIGUOUS), 0,
+            1, 8, __LINE__);
+  expectSet(setOf(ZRT_RANKS_WORLD, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS), 0,
+            1, 8, __LINE__);
   /* Sequence-parallel groups of 4 consecutive ranks; 1: the rank alone. */
-  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 2, 0, 4, 1,
-                            ZRT_EXPERT_CONTIGUOUS),
+  expectSet(setOf(ZRT_RANKS_SEQUENCE, 5, 8, 2, 0, 4, 1, ZRT_EXPERT_CONTIGUOUS),
             4, 1, 4, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 2, 8, 1, 0, 2, 1,
-                            ZRT_EXPERT_CONTIGUOUS),
+  expectSet(setOf(ZRT_RANKS_SEQUENCE, 2, 8, 1, 0, 2, 1, ZRT_EXPERT_CONTIGUOUS),
             2, 1, 2, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 5, 8, 1, 0, 1, 1,
-                            ZRT_EXPERT_CONTIGUOUS),
+  expectSet(setOf(ZRT_RANKS_SEQUENCE, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
             5, 1, 1, __LINE__);
-  expectSet(
-      zrt_rank_set_of(ZRT_RANKS_WORLD, 5, 8, 1, 0, 4, 1, ZRT_EXPERT_CONTIGUOUS),
-      0, 1, 8, __LINE__);
+  expectSet(setOf(ZRT_RANKS_WORLD, 5, 8, 1, 0, 4, 1, ZRT_EXPERT_CONTIGUOUS), 0,
+            1, 8, __LINE__);
   /* Expert-parallel groups of 2 consecutive ranks and the ranks holding the
    * same experts (every second rank); without expert parallelism the rank
    * alone and the world. */
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2,
-                            ZRT_EXPERT_CONTIGUOUS),
-            4, 1, 2, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 4,
-                            ZRT_EXPERT_CONTIGUOUS),
-            4, 1, 4, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 1,
-                            ZRT_EXPERT_CONTIGUOUS),
-            5, 1, 1, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 2,
-                            ZRT_EXPERT_CONTIGUOUS),
-            1, 2, 4, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 6, 8, 1, 0, 1, 4,
-                            ZRT_EXPERT_CONTIGUOUS),
-            2, 4, 2, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 1,
-                            ZRT_EXPERT_CONTIGUOUS),
-            0, 1, 8, __LINE__);
-  /* The other kinds ignore the expert-parallel size. */
+  expectSet(setOf(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2, ZRT_EXPERT_CONTIGUOUS), 4,
+            1, 2, __LINE__);
+  expectSet(setOf(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 4, ZRT_EXPERT_CONTIGUOUS), 4,
+            1, 4, __LINE__);
+  expectSet(setOf(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS), 5,
+            1, 1, __LINE__);
   expectSet(
-      zrt_rank_set_of(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1, 2, ZRT_EXPERT_CONTIGUOUS),
+      setOf(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 2, ZRT_EXPERT_CONTIGUOUS),
+      1, 2, 4, __LINE__);
+  expectSet(
+      setOf(ZRT_RANKS_EXPERT_REPLICAS, 6, 8, 1, 0, 1, 4, ZRT_EXPERT_CONTIGUOUS),
+      2, 4, 2, __LINE__);
+  expectSet(
+      setOf(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS),
       0, 1, 8, __LINE__);
-  EXPECT(zrt_rank_set_of(7, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS).size, 0);
+  /* The other kinds ignore the expert-parallel size. */
+  expectSet(setOf(ZRT_RANKS_GROUP, 5, 8, 1, 0, 1, 2, ZRT_EXPERT_CONTIGUOUS), 0,
+            1, 8, __LINE__);
+  EXPECT(setOf(7, 5, 8, 1, 0, 1, 1, ZRT_EXPERT_CONTIGUOUS).size, 0);
   /* Strided expert sets of 2 on 8 ranks: {r % 4, r % 4 + 4}, the replicas
    * the 4 consecutive ranks of r's half; ep 4: stride 2, replicas pairs. */
+  expectSet(setOf(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2, ZRT_EXPERT_STRIDED), 1, 4,
+            2, __LINE__);
   expectSet(
-      zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2, ZRT_EXPERT_STRIDED),
-      1, 4, 2, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 2,
-                            ZRT_EXPERT_STRIDED),
-            4, 1, 4, __LINE__);
+      setOf(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 2, ZRT_EXPERT_STRIDED), 4,
+      1, 4, __LINE__);
+  expectSet(setOf(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 4, ZRT_EXPERT_STRIDED), 1, 2,
+            4, __LINE__);
   expectSet(
-      zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 4, ZRT_EXPERT_STRIDED),
-      1, 2, 4, __LINE__);
-  expectSet(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 4,
-                            ZRT_EXPERT_STRIDED),
-            4, 1, 2, __LINE__);
+      setOf(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 1, 0, 1, 4, ZRT_EXPERT_STRIDED), 4,
+      1, 2, __LINE__);
   /* ep 8 of 64 ranks, 8 per node: contiguous sets are one node each and
    * their replicas one rank per node; strided sets one rank per node and
    * their replicas one node. */
-  EXPECT(zrt_members_per_node(zrt_rank_set_of(ZRT_RANKS_EXPERT, 13, 64, 1, 0, 1,
-                                              8, ZRT_EXPERT_CONTIGUOUS),
-                              8),
+  EXPECT(zrt_members_per_node(
+             setOf(ZRT_RANKS_EXPERT, 13, 64, 1, 0, 1, 8, ZRT_EXPERT_CONTIGUOUS),
+             8),
          8);
-  EXPECT(
-      zrt_members_per_node(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 13, 64, 1,
-                                           0, 1, 8, ZRT_EXPERT_CONTIGUOUS),
-                           8),
-      1);
-  EXPECT(zrt_members_per_node(zrt_rank_set_of(ZRT_RANKS_EXPERT, 13, 64, 1, 0, 1,
-                                              8, ZRT_EXPERT_STRIDED),
+  EXPECT(zrt_members_per_node(setOf(ZRT_RANKS_EXPERT_REPLICAS, 13, 64, 1, 0, 1,
+                                    8, ZRT_EXPERT_CONTIGUOUS),
                               8),
          1);
-  EXPECT(zrt_members_per_node(zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, 13, 64,
-                                              1, 0, 1, 8, ZRT_EXPERT_STRIDED),
+  EXPECT(
+      zrt_members_per_node(
+          setOf(ZRT_RANKS_EXPERT, 13, 64, 1, 0, 1, 8, ZRT_EXPERT_STRIDED), 8),
+      1);
+  EXPECT(zrt_members_per_node(setOf(ZRT_RANKS_EXPERT_REPLICAS, 13, 64, 1, 0, 1,
+                                    8, ZRT_EXPERT_STRIDED),
                               8),
          8);
   /* Member and shard indices follow the sets: rank 5 is member 1 of {1, 5}
    * and index 1 of {4..7}; contiguous, member 1 of {4, 5} and index 2 of
    * {1, 3, 5, 7}. An unknown placement is an empty set. */
-  EXPECT(zrt_expert_member(5, 8, 2, ZRT_EXPERT_STRIDED), 1);
-  EXPECT(zrt_expert_replica_index(5, 8, 2, ZRT_EXPERT_STRIDED), 1);
-  EXPECT(zrt_expert_member(5, 8, 2, ZRT_EXPERT_CONTIGUOUS), 1);
-  EXPECT(zrt_expert_replica_index(5, 8, 2, ZRT_EXPERT_CONTIGUOUS), 2);
-  EXPECT(zrt_rank_set_of(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2, 7).size, 0);
+  EXPECT(memberOf(ZRT_RANKS_EXPERT, 5, 8, 2, ZRT_EXPERT_STRIDED), 1);
+  EXPECT(memberOf(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 2, ZRT_EXPERT_STRIDED), 1);
+  EXPECT(memberOf(ZRT_RANKS_EXPERT, 5, 8, 2, ZRT_EXPERT_CONTIGUOUS), 1);
+  EXPECT(memberOf(ZRT_RANKS_EXPERT_REPLICAS, 5, 8, 2, ZRT_EXPERT_CONTIGUOUS),
+         2);
+  EXPECT(setOf(ZRT_RANKS_EXPERT, 5, 8, 1, 0, 1, 2, 7).size, 0);
+  /* Nested groups: MiCS 4 holding sequence groups of 2 is [data = 2,
+   * mics = 2, sequence = 2]; MiCS 2 inside sequence groups of 4 is
+   * [data = 2, sequence = 2, mics = 2], its replicas {data, sequence}. */
+  expectSet(setOf(ZRT_RANKS_GROUP, 5, 8, 1, 4, 2, 1, ZRT_EXPERT_CONTIGUOUS), 4,
+            1, 4, __LINE__);
+  expectSet(setOf(ZRT_RANKS_SEQUENCE, 5, 8, 1, 4, 2, 1, ZRT_EXPERT_CONTIGUOUS),
+            4, 1, 2, __LINE__);
+  expectSet(setOf(ZRT_RANKS_GROUP, 5, 8, 1, 2, 4, 1, ZRT_EXPERT_CONTIGUOUS), 4,
+            1, 2, __LINE__);
+  expectSet(setOf(ZRT_RANKS_REPLICAS, 5, 8, 1, 2, 4, 1, ZRT_EXPERT_CONTIGUOUS),
+            1, 2, 4, __LINE__);
+  expectSet(setOf(ZRT_RANKS_SEQUENCE, 5, 8, 1, 2, 4, 1, ZRT_EXPERT_CONTIGUOUS),
+            4, 1, 4, __LINE__);
+  /* Equal groups: [data = 2, hpz = 1, sequence = 4]. */
+  expectSet(setOf(ZRT_RANKS_HPZ, 5, 8, 4, 0, 4, 1, ZRT_EXPERT_CONTIGUOUS), 4, 1,
+            4, __LINE__);
+  expectSet(setOf(ZRT_RANKS_SEQUENCE, 5, 8, 4, 0, 4, 1, ZRT_EXPERT_CONTIGUOUS),
+            4, 1, 4, __LINE__);
+  /* Groups of which neither holds the other form no mesh. */
+  zrt_mesh mesh;
+  EXPECT(zrt_mesh_from_sizes(&mesh, 12, 6, 0, 4, 1, ZRT_EXPERT_CONTIGUOUS), 1);
+  EXPECT(zrt_mesh_from_sizes(&mesh, 8, 2, 0, 1, 2, ZRT_EXPERT_CONTIGUOUS), 1);
+  /* The sizes come back from the mesh. */
+  EXPECT(zrt_mesh_from_sizes(&mesh, 16, 1, 2, 4, 1, ZRT_EXPERT_CONTIGUOUS), 0);
+  EXPECT(zrt_mesh_size(&mesh), 16);
+  EXPECT(zrt_mesh_mics_shard_size(&mesh), 2);
+  EXPECT(zrt_mesh_sequence_parallel(&mesh), 4);
+  EXPECT(zrt_mesh_hpz_partition_size(&mesh), 1);
+  EXPECT(zrt_mesh_from_sizes(&mesh, 8, 1, 0, 1, 4, ZRT_EXPERT_STRIDED), 0);
+  EXPECT(zrt_mesh_expert_parallel(&mesh), 4);
+  EXPECT(zrt_mesh_expert_placement(&mesh), ZRT_EXPERT_STRIDED);
+  /* Axes that are not one run are no arithmetic progression: {data,
+   * sequence} of [data = 2, hpz = 2, sequence = 2]. */
+  EXPECT(zrt_mesh_from_sizes(&mesh, 8, 4, 0, 2, 1, ZRT_EXPERT_CONTIGUOUS), 0);
+  EXPECT(zrt_mesh_rank_set(&mesh, 5, 3).size, 0);
+  expectSet(zrt_mesh_rank_set(&mesh, 6, 3), 0, 1, 4, __LINE__);
   EXPECT(zrt_node_of(5, 2), 2);
   EXPECT(zrt_node_of(5, 0), 0);
 }

@@ -12,7 +12,8 @@
  * blocks; ranks_per_node 0 means one node holds every rank). A collective
  * runs over a rank set, the members {first + i * stride : 0 <= i < size}
  * in member order (the world, an hpZ group, a MiCS shard group or its
- * replicas, a sequence-parallel group). When the members span several
+ * replicas, a sequence-parallel group: a subset of the axes of the ranks'
+ * zrt_mesh). When the members span several
  * nodes, each node holding the same number q of consecutive members, it
  * runs in two levels:
  *  - all-gather: across nodes first, among the members of the same local
@@ -69,110 +70,235 @@ enum {
   ZRT_EXPERT_STRIDED = 1,
 };
 
-/* The members of `rank`'s set of `kind` in a world of `world_size` ranks
- * with hpZ groups of `hpz_partition_size` (1: none) and MiCS shard groups
- * of `mics_shard_size` (0: none), both consecutive ranks. The group is the
- * MiCS shard group with MiCS, the world otherwise; an hpZ set without hpZ
- * is the rank alone, and so is a replica set without MiCS. The world set is
- * every rank, whatever the groups. The sequence set is the rank's group of
- * `sequence_parallel` consecutive ranks (Ulysses; 1: the rank alone), which
- * read the same rows. The expert set holds the `expert_parallel` ranks
- * (1: the rank alone) that split each MoE layer's experts, the expert
- * replica set the ranks of the same member index in every expert set (the
- * world without expert parallelism), which hold the same experts. With
- * `expert_placement` ZRT_EXPERT_CONTIGUOUS an expert set is consecutive
- * ranks and the replicas stride expert_parallel (first rank %
- * expert_parallel); with ZRT_EXPERT_STRIDED an expert set strides
- * world_size / expert_parallel (first rank % that) and the replicas are
- * consecutive. A size of 0 means an unknown kind or placement. */
-static inline zrt_rank_set
-zrt_rank_set_of(int32_t kind, int64_t rank, int64_t world_size,
-                int64_t hpz_partition_size, int64_t mics_shard_size,
-                int64_t sequence_parallel, int64_t expert_parallel,
-                int32_t expert_placement) {
-  zrt_rank_set s = {rank, 1, 1};
+/* The named axes of a mesh (the compiler's MeshAxis, in its order). */
+enum {
+  ZRT_AXIS_DATA = 0,     /* the data-parallel replicas */
+  ZRT_AXIS_HPZ = 1,      /* ZeRO++ hpZ's secondary partition */
+  ZRT_AXIS_MICS = 2,     /* MiCS's shard groups */
+  ZRT_AXIS_SEQUENCE = 3, /* Ulysses sequence parallelism */
+  ZRT_AXIS_EXPERT = 4,   /* expert parallelism */
+  ZRT_AXIS_COUNT = 5,
+};
+
+enum { ZRT_MESH_MAX_AXES = 8 };
+
+/* The ranks as a grid of named axes, outermost first: rank r's index on
+ * each axis is its digit in the mixed radix of `sizes`, the last axis
+ * varying fastest (upstream MLIR shard.grid's linear index). Each axis
+ * appears at most once; the world size is the product of the sizes. A
+ * rank set is a subset of the axes: the ranks whose indices differ from
+ * r's on those axes only. */
+typedef struct zrt_mesh {
+  int32_t num_axes;
+  int32_t axes[ZRT_MESH_MAX_AXES];
+  int64_t sizes[ZRT_MESH_MAX_AXES];
+} zrt_mesh;
+
+/* The position of `axis` in `mesh`, or -1. */
+static inline int32_t zrt_mesh_find(const zrt_mesh *mesh, int32_t axis) {
+  for (int32_t i = 0; i < mesh->num_axes; ++i)
+    if (mesh->axes[i] == axis)
+      return i;
+  return -1;
+}
+
+/* The ranks of `mesh`: the product of its sizes. */
+static inline int64_t zrt_mesh_size(const zrt_mesh *mesh) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < mesh->num_axes; ++i)
+    n *= mesh->sizes[i];
+  return n;
+}
+
+/* The axis at position `pos` of `mesh` and every axis inside it, as
+ * zrt_mesh_axes_of's bits (none for a position of -1). */
+static inline int64_t zrt_mesh_inner_axes(const zrt_mesh *mesh, int32_t pos) {
+  if (pos < 0)
+    return 0;
+  return ((INT64_C(1) << mesh->num_axes) - 1) & ~((INT64_C(1) << pos) - 1);
+}
+
+/* The axes of a rank set of `kind` in `mesh`, as a bit per position (bit
+ * i: mesh->axes[i]), or -1 for an unknown kind. The hpZ, MiCS and
+ * sequence axes nest inside the data axis, each set holding its axis and
+ * every axis inside it: a MiCS group of 4 with sequence groups of 2 is
+ * [data, mics = 2, sequence = 2], its shard group {mics, sequence}. So:
+ *  - world: every axis;
+ *  - group: the MiCS axis and those inside it, every axis without MiCS;
+ *  - replicas: the axes outside the MiCS axis (none without MiCS);
+ *  - hpz, sequence: that axis and those inside it (none without it);
+ *  - expert: the expert axis alone; it lies inside the data axis for
+ *    contiguous sets (DeepSpeed's E + D) and outside for strided (D + E);
+ *  - expert replicas: every axis but the expert axis. */
+static inline int64_t zrt_mesh_axes_of(int32_t kind, const zrt_mesh *mesh) {
+  int64_t all = (INT64_C(1) << mesh->num_axes) - 1;
+  int32_t mics = zrt_mesh_find(mesh, ZRT_AXIS_MICS);
+  int32_t expert = zrt_mesh_find(mesh, ZRT_AXIS_EXPERT);
   switch (kind) {
-  case ZRT_RANKS_GROUP:
-    if (mics_shard_size > 0) {
-      s.first = rank / mics_shard_size * mics_shard_size;
-      s.size = mics_shard_size;
-    } else {
-      s.first = 0;
-      s.size = world_size;
-    }
-    return s;
-  case ZRT_RANKS_HPZ:
-    if (hpz_partition_size > 1) {
-      s.first = rank / hpz_partition_size * hpz_partition_size;
-      s.size = hpz_partition_size;
-    }
-    return s;
-  case ZRT_RANKS_REPLICAS:
-    if (mics_shard_size > 0) {
-      s.first = rank % mics_shard_size;
-      s.stride = mics_shard_size;
-      s.size = world_size / mics_shard_size;
-    }
-    return s;
   case ZRT_RANKS_WORLD:
-    s.first = 0;
-    s.size = world_size;
-    return s;
+    return all;
+  case ZRT_RANKS_GROUP:
+    return mics < 0 ? all : zrt_mesh_inner_axes(mesh, mics);
+  case ZRT_RANKS_REPLICAS:
+    return mics < 0 ? 0 : all & ~zrt_mesh_inner_axes(mesh, mics);
+  case ZRT_RANKS_HPZ:
+    return zrt_mesh_inner_axes(mesh, zrt_mesh_find(mesh, ZRT_AXIS_HPZ));
   case ZRT_RANKS_SEQUENCE:
-    if (sequence_parallel > 1) {
-      s.first = rank / sequence_parallel * sequence_parallel;
-      s.size = sequence_parallel;
-    }
-    return s;
+    return zrt_mesh_inner_axes(mesh, zrt_mesh_find(mesh, ZRT_AXIS_SEQUENCE));
   case ZRT_RANKS_EXPERT:
-  case ZRT_RANKS_EXPERT_REPLICAS: {
-    if (expert_placement != ZRT_EXPERT_CONTIGUOUS &&
-        expert_placement != ZRT_EXPERT_STRIDED)
-      break;
-    if (expert_parallel < 1)
+    return expert < 0 ? 0 : INT64_C(1) << expert;
+  case ZRT_RANKS_EXPERT_REPLICAS:
+    return expert < 0 ? all : all & ~(INT64_C(1) << expert);
+  }
+  return -1;
+}
+
+/* The ranks of `rank`'s set over the axes `axes` (zrt_mesh_axes_of's
+ * bits) in member order. They are an arithmetic progression when the
+ * axes are one run of the mesh's axes, axes of size 1 aside: a size of 0
+ * says they are not. No axes: the rank alone. */
+static inline zrt_rank_set zrt_mesh_rank_set(const zrt_mesh *mesh, int64_t axes,
+                                             int64_t rank) {
+  zrt_rank_set s = {rank, 1, 1};
+  int64_t inner = 1;
+  int32_t i = mesh->num_axes - 1;
+  /* Axes inside the run, then the run, then no more of it. */
+  for (; i >= 0 && !((axes >> i) & 1); --i)
+    inner *= mesh->sizes[i];
+  int64_t size = 1;
+  for (; i >= 0 && (((axes >> i) & 1) || mesh->sizes[i] == 1); --i)
+    size *= mesh->sizes[i];
+  for (; i >= 0; --i)
+    if ((axes >> i) & 1) {
+      s.size = 0;
       return s;
-    /* The expert sets are the columns of a [replicas, P] grid of the ranks
-     * in row-major order (contiguous) or of its transpose (strided). */
-    int64_t replicas = world_size / expert_parallel;
-    int64_t inner =
-        expert_placement == ZRT_EXPERT_CONTIGUOUS ? expert_parallel : replicas;
-    int64_t outer = world_size / inner;
-    int expert_inner = expert_placement == ZRT_EXPERT_CONTIGUOUS;
-    if ((kind == ZRT_RANKS_EXPERT) == expert_inner) {
-      s.first = rank / inner * inner;
-      s.size = inner;
-    } else {
-      s.first = rank % inner;
-      s.stride = inner;
-      s.size = outer;
     }
+  if (axes == 0)
     return s;
-  }
-  }
-  s.size = 0;
+  s.first = rank / (size * inner) * (size * inner) + rank % inner;
+  s.stride = inner;
+  s.size = size;
   return s;
 }
 
-/* `rank`'s member index in its expert set (the experts it holds of a
- * parameter split over the set) and in its expert replica set (the shard
- * it owns of an expert partition), for zrt_rank_set_of's placements. */
-static inline int64_t zrt_expert_member(int64_t rank, int64_t world_size,
-                                        int64_t expert_parallel,
-                                        int32_t expert_placement) {
-  if (expert_parallel <= 1)
-    return 0;
-  return expert_placement == ZRT_EXPERT_STRIDED
-             ? rank / (world_size / expert_parallel)
-             : rank % expert_parallel;
+/* The members of `rank`'s set of `kind` in `mesh`. The world set is every
+ * rank; the group is the MiCS shard group with MiCS, the world otherwise;
+ * an hpZ, sequence or expert set without its axis is the rank alone, and
+ * so is a replica set without MiCS. A size of 0 means an unknown kind. */
+static inline zrt_rank_set zrt_rank_set_of(int32_t kind, int64_t rank,
+                                           const zrt_mesh *mesh) {
+  int64_t axes = zrt_mesh_axes_of(kind, mesh);
+  if (axes < 0) {
+    zrt_rank_set none = {rank, 1, 0};
+    return none;
+  }
+  return zrt_mesh_rank_set(mesh, axes, rank);
 }
-static inline int64_t zrt_expert_replica_index(int64_t rank, int64_t world_size,
-                                               int64_t expert_parallel,
-                                               int32_t expert_placement) {
-  if (expert_parallel <= 1)
-    return rank;
-  return expert_placement == ZRT_EXPERT_STRIDED
-             ? rank % (world_size / expert_parallel)
-             : rank / expert_parallel;
+
+/* The mesh of the sizes a ds_config or command line gives: a world of
+ * `world_size` ranks with hpZ groups of `hpz_partition_size` (1: none),
+ * MiCS shard groups of `mics_shard_size` (0: none) and sequence-parallel
+ * groups of `sequence_parallel` (1: none), each of consecutive ranks, and
+ * expert sets of `expert_parallel` (1: none) placed by `expert_placement`.
+ * The hpZ, MiCS and sequence axes nest inside the data axis, the larger
+ * groups outside (a tie puts hpZ or MiCS outside, of size 1); an expert
+ * axis comes with a data axis alone, inside it or outside it by the
+ * placement. Returns 0, or 1 when the sizes form no mesh: one that does
+ * not divide the world size, groups of which neither holds the other
+ * (hpZ groups of 6 and sequence groups of 4 in 12 ranks), or an expert
+ * axis with another, or an unknown placement. */
+static inline int32_t zrt_mesh_from_sizes(zrt_mesh *out, int64_t world_size,
+                                          int64_t hpz_partition_size,
+                                          int64_t mics_shard_size,
+                                          int64_t sequence_parallel,
+                                          int64_t expert_parallel,
+                                          int32_t expert_placement) {
+  out->num_axes = 0;
+  if (world_size < 1)
+    return 1;
+  if (expert_parallel > 1) {
+    if (hpz_partition_size > 1 || mics_shard_size > 0 ||
+        sequence_parallel > 1 || world_size % expert_parallel != 0 ||
+        (expert_placement != ZRT_EXPERT_CONTIGUOUS &&
+         expert_placement != ZRT_EXPERT_STRIDED))
+      return 1;
+    int32_t strided = expert_placement == ZRT_EXPERT_STRIDED;
+    out->num_axes = 2;
+    out->axes[strided ? 1 : 0] = ZRT_AXIS_DATA;
+    out->sizes[strided ? 1 : 0] = world_size / expert_parallel;
+    out->axes[strided ? 0 : 1] = ZRT_AXIS_EXPERT;
+    out->sizes[strided ? 0 : 1] = expert_parallel;
+    return 0;
+  }
+  /* The nested axes by group size, largest (outermost) first. */
+  int32_t axes[3];
+  int64_t groups[3];
+  int32_t n = 0;
+  if (hpz_partition_size > 1) {
+    axes[n] = ZRT_AXIS_HPZ;
+    groups[n++] = hpz_partition_size;
+  }
+  if (mics_shard_size > 0) {
+    axes[n] = ZRT_AXIS_MICS;
+    groups[n++] = mics_shard_size;
+  }
+  if (sequence_parallel > 1) {
+    axes[n] = ZRT_AXIS_SEQUENCE;
+    groups[n++] = sequence_parallel;
+  }
+  for (int32_t i = 1; i < n; ++i)
+    for (int32_t j = i; j > 0 && groups[j] > groups[j - 1]; --j) {
+      int32_t a = axes[j];
+      int64_t g = groups[j];
+      axes[j] = axes[j - 1];
+      groups[j] = groups[j - 1];
+      axes[j - 1] = a;
+      groups[j - 1] = g;
+    }
+  int64_t outer = world_size;
+  out->axes[0] = ZRT_AXIS_DATA;
+  out->num_axes = n + 1;
+  for (int32_t i = 0; i <= n; ++i) {
+    int64_t g = i < n ? groups[i] : 1;
+    if (g < 1 || outer % g != 0)
+      return 1;
+    out->sizes[i] = outer / g;
+    if (i < n)
+      out->axes[i + 1] = axes[i];
+    outer = g;
+  }
+  return 0;
+}
+
+/* The sizes a mesh stands for, as zrt_mesh_from_sizes takes them. */
+static inline int64_t zrt_mesh_hpz_partition_size(const zrt_mesh *mesh) {
+  return zrt_rank_set_of(ZRT_RANKS_HPZ, 0, mesh).size;
+}
+static inline int64_t zrt_mesh_mics_shard_size(const zrt_mesh *mesh) {
+  return zrt_mesh_find(mesh, ZRT_AXIS_MICS) < 0
+             ? 0
+             : zrt_rank_set_of(ZRT_RANKS_GROUP, 0, mesh).size;
+}
+static inline int64_t zrt_mesh_sequence_parallel(const zrt_mesh *mesh) {
+  return zrt_rank_set_of(ZRT_RANKS_SEQUENCE, 0, mesh).size;
+}
+static inline int64_t zrt_mesh_expert_parallel(const zrt_mesh *mesh) {
+  return zrt_rank_set_of(ZRT_RANKS_EXPERT, 0, mesh).size;
+}
+static inline int32_t zrt_mesh_expert_placement(const zrt_mesh *mesh) {
+  int32_t expert = zrt_mesh_find(mesh, ZRT_AXIS_EXPERT);
+  return expert >= 0 && expert < zrt_mesh_find(mesh, ZRT_AXIS_DATA)
+             ? ZRT_EXPERT_STRIDED
+             : ZRT_EXPERT_CONTIGUOUS;
+}
+
+/* `rank`'s index in its set of `kind` in `mesh`: in its expert set, the
+ * experts it holds of a parameter split over the set; in its expert
+ * replica set, the shard it owns of an expert partition. */
+static inline int64_t zrt_member_index(int32_t kind, int64_t rank,
+                                       const zrt_mesh *mesh) {
+  zrt_rank_set s = zrt_rank_set_of(kind, rank, mesh);
+  return s.size > 0 ? (rank - s.first) / s.stride : 0;
 }
 
 /* The node of `rank` (0 for every rank when ranks_per_node is 0). */

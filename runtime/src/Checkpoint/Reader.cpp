@@ -498,19 +498,24 @@ std::string CheckpointReader::nonFinite(int rank) {
   return "";
 }
 
+zrt_mesh CheckpointReader::mesh() const {
+  zrt_mesh m;
+  zrt_mesh_from_sizes(&m, world, 1, 0, 1, expertParallel, expertPlacement);
+  return m;
+}
+
 int64_t CheckpointReader::shardIndex(int32_t group, int rank) const {
+  zrt_mesh m = mesh();
   return groups[size_t(group)].expert
-             ? zrt_expert_replica_index(rank, world, expertParallel,
-                                        expertPlacement)
+             ? zrt_member_index(ZRT_RANKS_EXPERT_REPLICAS, rank, &m)
              : rank;
 }
 
 zrt_rank_set CheckpointReader::expertHolders(int64_t member) const {
-  zrt_rank_set set = zrt_rank_set_of(ZRT_RANKS_EXPERT, 0, world, 1, 0, 1,
-                                     expertParallel, expertPlacement);
+  zrt_mesh m = mesh();
+  zrt_rank_set set = zrt_rank_set_of(ZRT_RANKS_EXPERT, 0, &m);
   return zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS,
-                         set.first + member * set.stride, world, 1, 0, 1,
-                         expertParallel, expertPlacement);
+                         set.first + member * set.stride, &m);
 }
 
 std::string CheckpointReader::expertText() const {

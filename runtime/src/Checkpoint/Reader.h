@@ -60,6 +60,9 @@ public:
   /// where its expert sets lie (zero_rt/topology.h's ZRT_EXPERT_*).
   int64_t expertParallel = 1;
   int32_t expertPlacement = ZRT_EXPERT_CONTIGUOUS;
+  /// The ranks' axes as far as the checkpoint's sharding goes: the world
+  /// and its expert sets.
+  zrt_mesh mesh() const;
   /// "experts split over P ranks (expert_parallel, PLACEMENT sets)" for
   /// messages; empty without expert parallelism.
   std::string expertText() const;

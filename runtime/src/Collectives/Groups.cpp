@@ -25,9 +25,9 @@ namespace {
 
 struct Groups {
   std::mutex mutex;
-  int64_t ranksPerNode = 0, hpzPartitionSize = 1, micsShardSize = 0;
-  int64_t sequenceParallel = 1, expertParallel = 1;
-  int32_t expertPlacement = ZRT_EXPERT_CONTIGUOUS;
+  int64_t ranksPerNode = 0;
+  /// The ranks' axes; none until setTopology.
+  zrt_mesh mesh = {};
   /// By kind; null until created.
   std::array<std::unique_ptr<Group>, ZRT_RANKS_EXPERT_REPLICAS + 1> groups;
   /// The communicators the Groups own (not the world).
@@ -38,6 +38,18 @@ struct Groups {
 Groups &groups() {
   static Groups g;
   return g;
+}
+
+/// The mesh the rank sets are taken from: the topology's, or one data axis
+/// of the world before it is set.
+zrt_mesh meshOf(zrt_comm *world) {
+  zrt_mesh mesh = groups().mesh;
+  if (mesh.num_axes == 0) {
+    mesh.num_axes = 1;
+    mesh.axes[0] = ZRT_AXIS_DATA;
+    mesh.sizes[0] = world->size;
+  }
+  return mesh;
 }
 
 /// A communicator of the Groups, split from `parent` by (color, key).
@@ -62,11 +74,8 @@ zrt_comm *split(zrt_comm *parent, int color, int key) {
 /// is this rank alone.
 std::unique_ptr<Group> makeGroup(zrt_comm *world, int32_t kind) {
   Groups &gs = groups();
-  auto setOf = [&](int64_t rank) {
-    return zrt_rank_set_of(kind, rank, world->size, gs.hpzPartitionSize,
-                           gs.micsShardSize, gs.sequenceParallel,
-                           gs.expertParallel, gs.expertPlacement);
-  };
+  zrt_mesh mesh = meshOf(world);
+  auto setOf = [&](int64_t rank) { return zrt_rank_set_of(kind, rank, &mesh); };
   // Every rank's verdict on every rank's set, so that all agree.
   for (int64_t r = 0; r < world->size; ++r)
     if (zrt_members_per_node(setOf(r), gs.ranksPerNode) == 0)
@@ -193,28 +202,25 @@ int64_t zrt::runRanksPerNode(zrt_comm *world, int64_t override) {
 }
 
 void zrt::setTopology(zrt_comm *world, int64_t ranksPerNode,
-                      int64_t hpzPartitionSize, int64_t micsShardSize,
-                      int64_t sequenceParallel, int64_t expertParallel,
-                      int32_t expertPlacement) {
+                      const zrt_mesh &mesh) {
   Groups &gs = groups();
   std::lock_guard<std::mutex> lock(gs.mutex);
   if (gs.groups[ZRT_RANKS_GROUP])
     fatal("setTopology: the topology is already set");
+  if (zrt_mesh_size(&mesh) != world->size)
+    fatal("setTopology: a mesh of %lld ranks for a world of %d",
+          (long long)zrt_mesh_size(&mesh), world->size);
   gs.ranksPerNode = ranksPerNode;
-  gs.hpzPartitionSize = hpzPartitionSize;
-  gs.micsShardSize = micsShardSize;
-  gs.sequenceParallel = sequenceParallel;
-  gs.expertParallel = expertParallel;
-  gs.expertPlacement = expertPlacement;
+  gs.mesh = mesh;
   // Every kind, so that no collective creation happens during a step (the
   // sequence- and expert-parallel groups only where there are any: no
   // all-to-all or MoE exchange runs without them).
   for (int32_t kind :
        {ZRT_RANKS_GROUP, ZRT_RANKS_HPZ, ZRT_RANKS_REPLICAS, ZRT_RANKS_WORLD})
     gs.groups[size_t(kind)] = makeGroup(world, kind);
-  if (sequenceParallel > 1)
+  if (zrt_mesh_sequence_parallel(&mesh) > 1)
     gs.groups[ZRT_RANKS_SEQUENCE] = makeGroup(world, ZRT_RANKS_SEQUENCE);
-  if (expertParallel > 1)
+  if (zrt_mesh_expert_parallel(&mesh) > 1)
     for (int32_t kind : {ZRT_RANKS_EXPERT, ZRT_RANKS_EXPERT_REPLICAS})
       gs.groups[size_t(kind)] = makeGroup(world, kind);
 }
@@ -230,7 +236,7 @@ Group &zrt::groupOf(zrt_comm *world, int32_t kind) {
   if (!g) {
     // Without a topology: the world, and this rank alone for the others
     // (no collective call).
-    if (kind == ZRT_RANKS_GROUP && gs.micsShardSize == 0) {
+    if (kind == ZRT_RANKS_GROUP && zrt_mesh_find(&gs.mesh, ZRT_AXIS_MICS) < 0) {
       g = std::make_unique<Group>();
       g->set = {0, 1, world->size};
       g->me = world->rank;
@@ -259,11 +265,7 @@ void zrt::freeGroups() {
   }
   gs.owned.clear();
   gs.ranksPerNode = 0;
-  gs.hpzPartitionSize = 1;
-  gs.micsShardSize = 0;
-  gs.sequenceParallel = 1;
-  gs.expertParallel = 1;
-  gs.expertPlacement = ZRT_EXPERT_CONTIGUOUS;
+  gs.mesh = zrt_mesh{};
 }
 
 //===----------------------------------------------------------------------===//

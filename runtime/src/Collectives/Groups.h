@@ -71,14 +71,9 @@ int64_t runRanksPerNode(zrt_comm *world, int64_t override);
 /// Sets the topology the step's collectives run by and creates a Group for
 /// every rank set of this rank that it implies. `ranksPerNode` 0 runs every
 /// collective in one level, as a program without a topology always ran.
-/// `sequenceParallel` ranks form each sequence-parallel group, and
-/// `expertParallel` ranks each expert-parallel group, placed by
-/// `expertPlacement` (zero_rt/topology.h's ZRT_EXPERT_*).
+/// `mesh` (of the world's size) gives every rank set (zrt_rank_set_of).
 /// Collective over the world; called once, before the first step.
-void setTopology(zrt_comm *world, int64_t ranksPerNode,
-                 int64_t hpzPartitionSize, int64_t micsShardSize,
-                 int64_t sequenceParallel = 1, int64_t expertParallel = 1,
-                 int32_t expertPlacement = ZRT_EXPERT_CONTIGUOUS);
+void setTopology(zrt_comm *world, int64_t ranksPerNode, const zrt_mesh &mesh);
 
 /// The ranks per node the collectives run by (0: one node).
 int64_t topologyRanksPerNode();

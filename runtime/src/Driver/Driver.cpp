@@ -132,8 +132,7 @@ void Driver::startTopology() {
   // collectives are the world's, in one level. An explicit --ranks-per-node
   // must still be its one node.
   if (m.ranksPerNode == 0 && opts.ranksPerNode == 0) {
-    setTopology(ctx.comm, 0, m.hpzPartitionSize, m.micsShardSize,
-                m.sequenceParallel, m.expertParallel, m.expertPlacement);
+    setTopology(ctx.comm, 0, m.mesh());
     return;
   }
   int64_t run = runRanksPerNode(ctx.comm, opts.ranksPerNode);
@@ -153,8 +152,7 @@ void Driver::startTopology() {
         " simulates them) or recompile with ranks-per-node " +
         std::to_string(run));
   }
-  setTopology(ctx.comm, m.ranksPerNode, m.hpzPartitionSize, m.micsShardSize,
-              m.sequenceParallel, m.expertParallel, m.expertPlacement);
+  setTopology(ctx.comm, m.ranksPerNode, m.mesh());
 }
 
 void Driver::chooseThreads() {

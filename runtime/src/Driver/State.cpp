@@ -256,8 +256,8 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
         continue;
       int64_t ep = m.expertParallel,
               replicas = m.stage == 0 ? 1 : ctx.world / ep;
-      zrt_rank_set members = zrt_rank_set_of(ZRT_RANKS_EXPERT, 0, ctx.world, 1,
-                                             0, 1, ep, m.expertPlacement);
+      zrt_mesh mesh = m.mesh();
+      zrt_rank_set members = zrt_rank_set_of(ZRT_RANKS_EXPERT, 0, &mesh);
       for (int64_t q = 0; q < ep; ++q) {
         std::vector<float> layout;
         zrt_rank_set holders =

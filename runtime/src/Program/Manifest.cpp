@@ -656,6 +656,17 @@ void checkTopology(const Manifest &m) {
   if (breaks(ZRT_HPZ_EXCLUDES_MICS))
     invalid(topologyKey(Topology::hpzPartitionSizeKey) +
             "and mics_shard_size exclude each other");
+  // The rank sets are a mesh's (#zero.schedule's verifier refuses sizes
+  // that form none).
+  zrt_mesh mesh;
+  if (zrt_mesh_from_sizes(&mesh, m.worldSize, m.hpzPartitionSize,
+                          m.micsShardSize, m.sequenceParallel, m.expertParallel,
+                          m.expertPlacement))
+    invalid("hpz_partition_size " + std::to_string(m.hpzPartitionSize) +
+            ", mics_shard_size " + std::to_string(m.micsShardSize) +
+            ", sequence_parallel " + std::to_string(m.sequenceParallel) +
+            " and expert_parallel " + std::to_string(m.expertParallel) +
+            " form no mesh of " + std::to_string(m.worldSize) + " ranks");
 }
 
 /// The swap files and their swap buffers in the host arena.

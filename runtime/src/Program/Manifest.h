@@ -331,8 +331,8 @@ struct Manifest {
   /// shard group (the replicas of a shard are the ranks with the same
   /// index), its index in its expert replica set, or the rank.
   int shardOf(const PartitionInfo &p, int rank) const {
-    return p.expert ? int(zrt_expert_replica_index(
-                          rank, worldSize, expertParallel, expertPlacement))
+    zrt_mesh m = mesh();
+    return p.expert ? int(zrt_member_index(ZRT_RANKS_EXPERT_REPLICAS, rank, &m))
                     : shardOf(rank);
   }
   int shardOf(int rank) const {
@@ -341,12 +341,21 @@ struct Manifest {
   /// Rank `rank`'s index in its expert set: the experts it holds of a
   /// parameter split over the set.
   int64_t expertMember(int rank) const {
-    return zrt_expert_member(rank, worldSize, expertParallel, expertPlacement);
+    zrt_mesh m = mesh();
+    return zrt_member_index(ZRT_RANKS_EXPERT, rank, &m);
   }
   /// The ranks holding the same experts as `rank`, member j owning shard j.
   zrt_rank_set expertReplicas(int rank) const {
-    return zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, rank, worldSize, 1, 0, 1,
-                           expertParallel, expertPlacement);
+    zrt_mesh m = mesh();
+    return zrt_rank_set_of(ZRT_RANKS_EXPERT_REPLICAS, rank, &m);
+  }
+  /// The ranks' axes, from the topology's sizes (zrt_mesh_from_sizes; the
+  /// loader checked that they form one).
+  zrt_mesh mesh() const {
+    zrt_mesh m;
+    zrt_mesh_from_sizes(&m, worldSize, hpzPartitionSize, micsShardSize,
+                        sequenceParallel, expertParallel, expertPlacement);
+    return m;
   }
 };
 

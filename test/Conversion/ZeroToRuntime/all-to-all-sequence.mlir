@@ -32,7 +32,7 @@ module @sequence_one_node {
   zero.train_step @train(%x: tensor<2x4xf32>, %dy: tensor<2x2xf32>, %s: tensor<2x8x4xf32>)
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = fp32>
-      schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 4, ranks_per_node = 2, sequence_parallel = 2> {
+      schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 4, ranks_per_node = 2, mesh = #zero.mesh<[data = 2, sequence = 2]>> {
     %w = zero.get_param @w : tensor<4x2xf32>
     %b = zero.get_param @b : tensor<2xf32>
     %a = zero.all_to_all %x split 1 concat 0 over sequence : tensor<2x4xf32> -> tensor<4x2xf32>
@@ -73,7 +73,7 @@ module @sequence_two_nodes {
   zero.train_step @train(%x: tensor<2x4xf32>, %dy: tensor<2x2xf32>, %s: tensor<2x8x4xf32>)
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = fp32>
-      schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 4, ranks_per_node = 1, sequence_parallel = 2> {
+      schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 4, ranks_per_node = 1, mesh = #zero.mesh<[data = 2, sequence = 2]>> {
     %w = zero.get_param @w : tensor<4x2xf32>
     %b = zero.get_param @b : tensor<2xf32>
     %a = zero.all_to_all %x split 1 concat 0 over sequence : tensor<2x4xf32> -> tensor<4x2xf32>

@@ -43,7 +43,7 @@ module @expert_stats {
   zero.train_step @train(%x: tensor<2x4xf32>)
       optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
       precision #zero.precision<kind = fp32>
-      schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4, expert_parallel = 2> {
+      schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4, mesh = #zero.mesh<[data = 1, expert = 2]>> {
     %loss = nn.fill 0.0 : tensor<f32>
     %gd = nn.reduce_sum %x : tensor<2x4xf32> -> tensor<4xf32>
     zero.grad @d.w, %gd : tensor<4xf32>

@@ -28,7 +28,7 @@ module {
   zero.param @b.w : tensor<6xf32> init zeros
   zero.partition @a stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@a.w] offsets [0]
   zero.partition @b stage 3 world_size 2 alignment 2 numel 6 padded 8 params [@b.w] offsets [0]
-  zero.train_step @mics(%arg0: tensor<1x4xf32>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = fp32> schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mics_shard_size = 2> {
+  zero.train_step @mics(%arg0: tensor<1x4xf32>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = fp32> schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, mics = 2]>> {
     %result = zero.all_gather group @a persistent : tensor<4xf32>
     %result_0 = zero.all_gather group @b persistent : tensor<8xf32>
     %0 = zero.get_param @a.w from %result : tensor<4xf32> -> tensor<4xf32>

@@ -89,7 +89,7 @@ func.func @rank_set(%x: tensor<4x8xf32>) {
 zero.train_step @sequence(%x: tensor<4x8xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 0, world_size = 4, global_batch = 8, sequence_parallel = 2> {
+    schedule #zero.schedule<stage = 0, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, sequence = 2]>> {
   // expected-error @+1 {{'zero.all_to_all' op result type 'tensor<16x2xf32>' is not the input's shape with dimension 1 divided and dimension 0 multiplied by 2 members}}
   %r = zero.all_to_all %x split 1 concat 0 over sequence : tensor<4x8xf32> -> tensor<16x2xf32>
   %loss = nn.fill 0.0 : tensor<f32>

@@ -43,7 +43,7 @@ zero.train_step @step(%x: tensor<8x3xf32>, %y: tensor<8x4xf32>)
 zero.train_step @sequence(%y: tensor<8x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 0, world_size = 4, global_batch = 16, sequence_parallel = 2> {
+    schedule #zero.schedule<stage = 0, world_size = 4, global_batch = 16, mesh = #zero.mesh<[data = 2, sequence = 2]>> {
   %b = zero.all_to_all %y split 1 concat 0 over sequence : tensor<8x4xf32> -> tensor<16x2xf32>
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>

@@ -40,7 +40,7 @@ zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w]
 zero.train_step @late(%x: tensor<1x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   %full = zero.all_gather group @l0 : tensor<8xf32>
   // expected-error @+1 {{'zero.store_secondary' op stores the hpZ secondary shard before the gathers that read it in the same optimizer step: its phase must be micro_step or first_micro_step, not last_micro_step}}
   zero.store_secondary %full group @l0 phase last_micro_step : tensor<8xf32>
@@ -56,7 +56,7 @@ zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w]
 zero.train_step @short(%x: tensor<1x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   %v = nn.fill 0.0 : tensor<4xf32>
   // expected-error @+1 {{'zero.store_secondary' op gathered buffer 'tensor<4xf32>' must hold the 8 (padded) elements of partition @l0}}
   zero.store_secondary %v group @l0 : tensor<4xf32>
@@ -72,7 +72,7 @@ zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w]
 zero.train_step @offload(%x: tensor<1x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, hpz_partition_size = 2>
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, hpz = 2]>>
     offload #zero.offload<param = cpu> {
   // expected-error @+1 {{'zero.all_gather' op gathers the hpZ secondary shards, but the train step offloads its parameters, which hpZ does not support}}
   %full = zero.all_gather group @l0 secondary : tensor<8xf32>
@@ -103,7 +103,7 @@ zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w]
 zero.train_step @kept(%x: tensor<1x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   // expected-error @+1 {{'zero.all_gather' op of the hpZ secondary shards cannot be persistent: a kept gather is the first of the step, before any secondary shard is stored}}
   %full = zero.all_gather group @l0 secondary persistent : tensor<8xf32>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -118,7 +118,7 @@ zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w]
 zero.train_step @phase(%x: tensor<1x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   // expected-error @+1 {{'zero.all_gather' op of the hpZ secondary shards must run in every micro step (phase micro_step), not post_step}}
   %full = zero.all_gather group @l0 secondary phase post_step : tensor<8xf32>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -134,7 +134,7 @@ zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w]
 zero.train_step @quantized(%x: tensor<1x2xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   // expected-error @+1 {{'zero.all_gather' op gathers the 16-bit hpZ secondary shards, so it cannot be quantized}}
   %full = zero.all_gather group @l0 secondary quantized : tensor<8xbf16>
   %loss = nn.fill 0.0 : tensor<f32>

@@ -17,7 +17,7 @@ zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w]
 zero.train_step @hpz(%x: tensor<1x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, ranks_per_node = 2, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, ranks_per_node = 2, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   %full = zero.all_gather group @l0 : tensor<8xf32>
   zero.store_secondary %full group @l0 phase first_micro_step : tensor<8xf32>
   zero.store_secondary %full group @l0 : tensor<8xf32>

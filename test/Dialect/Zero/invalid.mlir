@@ -3363,12 +3363,13 @@ zero.train_step @bad_ranks_per_node(%x: tensor<4x2xf32>)
 
 // -----
 
-// Checks that the hpZ group divides the world.
+// Checks that a mesh is written as its sizes build it (equal hpZ and
+// sequence-parallel groups: hpz outside, of size 1).
 zero.train_step @bad_hpz(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    // expected-error @+1 {{hpz_partition_size 3 must be a positive divisor of world_size 4}}
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, hpz_partition_size = 3> {
+    // expected-error @+1 {{mesh #zero.mesh<[data = 1, sequence = 1, hpz = 4]> must be written #zero.mesh<[data = 1, hpz = 1, sequence = 4]>}}
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 1, sequence = 1, hpz = 4]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
@@ -3380,19 +3381,33 @@ zero.train_step @bad_mics_stage(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{mics_shard_size needs stage 3, got stage 2}}
-    schedule #zero.schedule<stage = 2, world_size = 4, global_batch = 8, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 2, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, mics = 2]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
 
 // -----
 
-// Checks that the MiCS shard group divides the world.
+// Checks that a mesh holds at most kMaxWorldSize ranks.
+zero.train_step @huge_mesh(%x: tensor<4x2xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    // expected-error @+2 {{a mesh has at most 1048576 ranks}}
+    // expected-error @+1 {{failed to parse Zero_ScheduleAttr parameter 'mesh'}}
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 1048576, hpz = 1048576, sequence = 1048576]>> {
+  %l = nn.fill 0.0 : tensor<f32>
+  zero.return %l : tensor<f32>
+}
+
+// -----
+
+// Checks that a mesh names each axis once.
 zero.train_step @bad_mics_size(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    // expected-error @+1 {{mics_shard_size 3 must divide world_size 4}}
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mics_shard_size = 3> {
+    // expected-error @+2 {{mesh axis data appears twice}}
+    // expected-error @+1 {{failed to parse Zero_ScheduleAttr parameter 'mesh'}}
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 4, data = 1]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
@@ -3404,7 +3419,7 @@ zero.train_step @bad_hpz_mics(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{hpz_partition_size and mics_shard_size exclude each other}}
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, hpz_partition_size = 2, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, hpz = 1, mics = 2]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }

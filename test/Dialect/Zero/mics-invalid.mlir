@@ -52,7 +52,7 @@ zero.partition @s3 stage 3 world_size 4 alignment 2 numel 100 padded 104 params 
 zero.train_step @mics(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, mics = 2]>> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
@@ -66,7 +66,7 @@ zero.partition @s3 stage 3 world_size 2 alignment 2 numel 100 padded 100 params 
 zero.train_step @mics(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mics_shard_size = 2>
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, mics = 2]>>
     offload #zero.offload<optimizer = cpu> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>

@@ -88,7 +88,7 @@ func.func @negative_layer(%rows: tensor<128x32xf32>, %offs: tensor<8xi32>) {
 zero.train_step @step(%x: tensor<128x32xf32>, %idx: tensor<128x1xi32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 1024, expert_parallel = 4> {
+    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 1024, mesh = #zero.mesh<[data = 2, expert = 4]>> {
   %rows, %pos, %offs = nn.moe_dispatch %x[%idx] experts 8 : tensor<128x32xf32>, tensor<128x1xi32> -> tensor<128x32xf32>, tensor<8xi32>
   // expected-error @+1 {{'zero.moe_exchange' op runs over 2 members, but the step's expert_parallel is 4}}
   %recv, %counts, %loffs = zero.moe_exchange %rows, %offs layer 0 : tensor<128x32xf32>, tensor<8xi32> -> tensor<256x32xf32>, tensor<2x4xi32>, tensor<4xi32>
@@ -116,12 +116,12 @@ func.func @return_counts(%recv: tensor<256x32xf32>, %c: tensor<4x4xi32>, %l: ten
 
 // -----
 
-// Checks the schedule: expert_parallel divides the world.
+// Checks the schedule: the mesh's axes hold the world.
 zero.train_step @bad_ep(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    // expected-error @+1 {{expert_parallel 3 must be a positive divisor of world_size 8}}
-    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 8, expert_parallel = 3> {
+    // expected-error @+1 {{mesh #zero.mesh<[data = 2, expert = 3]> has 6 ranks, not world_size 8}}
+    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 8, mesh = #zero.mesh<[data = 2, expert = 3]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
@@ -133,7 +133,7 @@ zero.train_step @ep_sp(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{expert_parallel excludes sequence_parallel}}
-    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 8, sequence_parallel = 2, expert_parallel = 2> {
+    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 8, mesh = #zero.mesh<[data = 2, sequence = 2, expert = 2]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
@@ -145,7 +145,7 @@ zero.train_step @ep_mics(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
     // expected-error @+1 {{expert_parallel excludes mics_shard_size}}
-    schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, mics_shard_size = 4, expert_parallel = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, mesh = #zero.mesh<[data = 2, mics = 2, expert = 2]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
@@ -158,25 +158,28 @@ zero.param @experts.down_proj : tensor<4x8x6xf32> init normal std 0.3 expert_par
 
 // -----
 
-// Checks the schedule: a strided placement needs expert sets to place.
+// Checks the schedule: every rank set is one run of the mesh's axes (the
+// expert replicas {data, sequence} are not).
 zero.train_step @strided_no_ep(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    // expected-error @+1 {{expert_placement strided needs expert_parallel > 1}}
-    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 8, expert_placement = strided> {
+    // expected-error @+2 {{the expert_replicas rank set of the mesh is no arithmetic progression of ranks: its axes are not one run}}
+    // expected-error @+1 {{failed to parse Zero_ScheduleAttr parameter 'mesh'}}
+    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 8, mesh = #zero.mesh<[data = 2, expert = 2, sequence = 2]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
 
 // -----
 
-// Checks the schedule: the placement is one of the two.
+// Checks the schedule: the mesh's axes are the ones built (no tensor
+// parallelism yet).
 zero.train_step @bad_placement(%x: tensor<4x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    // expected-error @+2 {{expected one of [contiguous, strided] for where the ranks of an expert-parallel set lie, got: diagonal}}
-    // expected-error @+1 {{failed to parse Zero_ScheduleAttr parameter 'expert_placement'}}
-    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 8, expert_parallel = 2, expert_placement = diagonal> {
+    // expected-error @+2 {{unknown mesh axis 'tensor'}}
+    // expected-error @+1 {{failed to parse Zero_ScheduleAttr parameter 'mesh'}}
+    schedule #zero.schedule<stage = 0, world_size = 8, global_batch = 8, mesh = #zero.mesh<[data = 4, tensor = 2]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
@@ -189,7 +192,7 @@ zero.param @w : tensor<2x4xf32> init zeros
 zero.train_step @dense(%x: tensor<1x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 2, expert_parallel = 2> {
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 2, mesh = #zero.mesh<[data = 1, expert = 2]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
@@ -202,7 +205,7 @@ zero.param @e : tensor<2x4xf32> init zeros expert_parallel 4
 zero.train_step @other(%x: tensor<1x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 0, world_size = 4, global_batch = 4, expert_parallel = 2> {
+    schedule #zero.schedule<stage = 0, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, expert = 2]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }

@@ -31,11 +31,11 @@ func.func @capacity(%rows: tensor<128x32xbf16>, %offs: tensor<8xi32>, %c: tensor
 // ranks (here a parameter's share).
 zero.param @experts : tensor<2x4xf32> init zeros expert_parallel 2
 // CHECK-LABEL: zero.train_step @strided
-// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, expert_parallel = 2, expert_placement = strided>
+// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, mesh = #zero.mesh<[expert = 2, data = 4]>>
 zero.train_step @strided(%x: tensor<1x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, expert_parallel = 2, expert_placement = strided> {
+    schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, mesh = #zero.mesh<[expert = 2, data = 4]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }
@@ -44,11 +44,11 @@ zero.train_step @strided(%x: tensor<1x2xf32>)
 
 zero.param @experts : tensor<2x4xf32> init zeros expert_parallel 2
 // CHECK-LABEL: zero.train_step @contiguous
-// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, expert_parallel = 2>
+// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, mesh = #zero.mesh<[data = 4, expert = 2]>>
 zero.train_step @contiguous(%x: tensor<1x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, expert_parallel = 2, expert_placement = contiguous> {
+    schedule #zero.schedule<stage = 3, world_size = 8, global_batch = 8, mesh = #zero.mesh<[data = 4, expert = 2]>> {
   %l = nn.fill 0.0 : tensor<f32>
   zero.return %l : tensor<f32>
 }

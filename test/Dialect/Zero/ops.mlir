@@ -571,11 +571,11 @@ zero.partition @gapped stage 3 world_size 2 alignment 1 numel 20 padded 24 param
 // -----
 
 // CHECK-LABEL: zero.train_step @topology
-// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, ranks_per_node = 2, hpz_partition_size = 2>
+// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, ranks_per_node = 2, mesh = #zero.mesh<[data = 2, hpz = 2]>>
 zero.train_step @topology(%x: tensor<2x1xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, accumulation_steps = 1, ranks_per_node = 2, hpz_partition_size = 2, mics_shard_size = 0> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, accumulation_steps = 1, ranks_per_node = 2, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }

@@ -72,7 +72,7 @@ zero.partition @l0 stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w]
 zero.train_step @mics(%x: tensor<1x2xbf16>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, ranks_per_node = 1, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, ranks_per_node = 1, mesh = #zero.mesh<[data = 2, mics = 2]>> {
   %g = nn.fill 0.0 : tensor<2x4xbf16>
   // expected-error @+1 {{'zero.reduce_scatter' op is quantized, but the train step partitions over MiCS shard groups (mics_shard_size 2), which qgZ does not}}
   zero.reduce_scatter group @l0 [0, 8) quantized from %g at [0] : tensor<2x4xbf16>

@@ -95,9 +95,7 @@ static_assert(static_cast<int32_t>(ExpertPlacement::contiguous) ==
 zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,
                                       int64_t rank) const {
   return zrt_rank_set_of(static_cast<int32_t>(collective.getRankSetKind()),
-                         rank, worldSize, hpzPartitionSize, micsShardSize,
-                         sequenceParallel, expertParallel,
-                         static_cast<int32_t>(expertPlacement));
+                         rank, &mesh);
 }
 
 int64_t StepSchedule::getCollectiveElementBytes(
@@ -162,6 +160,7 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.sequenceParallel = schedule.getSequenceParallel();
   s.expertParallel = schedule.getExpertParallel();
   s.expertPlacement = schedule.getExpertPlacement();
+  s.mesh = schedule.getRuntimeMesh();
   // The groups whose hpZ secondary shard the step keeps.
   llvm::SmallDenseSet<StringRef, 8> secondary;
   if (s.hpzPartitionSize > 1)

@@ -43,13 +43,114 @@ void ZeroDialect::registerAttributes() {
 // Attributes
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     int64_t stage, int64_t worldSize, int64_t globalBatch,
-                     int64_t accumulationSteps, int64_t ranksPerNode,
-                     int64_t hpzPartitionSize, int64_t micsShardSize,
-                     int64_t sequenceParallel, int64_t expertParallel,
-                     ExpertPlacement expertPlacement) {
+static_assert(static_cast<int32_t>(MeshAxis::data) == ZRT_AXIS_DATA &&
+                  static_cast<int32_t>(MeshAxis::hpz) == ZRT_AXIS_HPZ &&
+                  static_cast<int32_t>(MeshAxis::mics) == ZRT_AXIS_MICS &&
+                  static_cast<int32_t>(MeshAxis::sequence) ==
+                      ZRT_AXIS_SEQUENCE &&
+                  static_cast<int32_t>(MeshAxis::expert) == ZRT_AXIS_EXPERT,
+              "MeshAxis follows zero_rt/topology.h's axes");
+
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SmallVector<MeshAxis> axes;
+  SmallVector<int64_t> sizes;
+  auto parseAxis = [&]() -> ParseResult {
+    StringRef name;
+    SMLoc loc = parser.getCurrentLocation();
+    int64_t size;
+    if (parser.parseKeyword(&name) || parser.parseEqual() ||
+        parser.parseInteger(size))
+      return failure();
+    std::optional<MeshAxis> axis = symbolizeMeshAxis(name);
+    if (!axis)
+      return parser.emitError(loc) << "unknown mesh axis '" << name << "'";
+    axes.push_back(*axis);
+    sizes.push_back(size);
+    return success();
+  };
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseAxis) ||
+      parser.parseGreater())
+    return {};
+  return getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                    parser.getContext(), axes, sizes);
+}
+
+void MeshAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  llvm::interleaveComma(llvm::zip(getAxes(), getSizes()), printer,
+                        [&](auto axis) {
+                          printer << stringifyMeshAxis(std::get<0>(axis))
+                                  << " = " << std::get<1>(axis);
+                        });
+  printer << "]>";
+}
+
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<MeshAxis> axes,
+                               ArrayRef<int64_t> sizes) {
+  if (axes.size() != sizes.size() || axes.size() > ZRT_MESH_MAX_AXES)
+    return emitError() << "a mesh has at most " << int(ZRT_MESH_MAX_AXES)
+                       << " axes, each with a size";
+  int64_t ranks = 1;
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    if (llvm::count(axes, axis) > 1)
+      return emitError() << "mesh axis " << stringifyMeshAxis(axis)
+                         << " appears twice";
+    if (sizes[i] < 1 || sizes[i] > kMaxWorldSize)
+      return emitError() << "mesh axis " << stringifyMeshAxis(axis)
+                         << " has size " << sizes[i] << ", not 1 to "
+                         << kMaxWorldSize;
+    // Checked axis by axis, so that the product cannot overflow.
+    ranks *= sizes[i];
+    if (ranks > kMaxWorldSize)
+      return emitError() << "a mesh has at most " << kMaxWorldSize << " ranks";
+  }
+  if (!llvm::is_contained(axes, MeshAxis::data))
+    return emitError() << "a mesh has a data axis";
+  // Each kind's axes must be one run for its ranks to be {first + i *
+  // stride} (zrt_rank_set_of).
+  zrt_mesh mesh = {};
+  mesh.num_axes = int32_t(axes.size());
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    mesh.axes[i] = static_cast<int32_t>(axis);
+    mesh.sizes[i] = sizes[i];
+  }
+  for (int32_t kind = 0;
+       kind <= static_cast<int32_t>(RankSetKind::expert_replicas); ++kind)
+    if (zrt_rank_set_of(kind, 0, &mesh).size == 0)
+      return emitError() << "the " << stringifyRankSetKind(RankSetKind(kind))
+                         << " rank set of the mesh is no arithmetic "
+                            "progression of ranks: its axes are not one run";
+  return success();
+}
+
+zrt_mesh MeshAttr::toRuntime() const {
+  zrt_mesh mesh = {};
+  mesh.num_axes = int32_t(getAxes().size());
+  for (auto [i, axis, size] : llvm::enumerate(getAxes(), getSizes())) {
+    mesh.axes[i] = static_cast<int32_t>(axis);
+    mesh.sizes[i] = size;
+  }
+  return mesh;
+}
+
+MeshAttr MeshAttr::get(MLIRContext *context, const zrt_mesh &mesh) {
+  SmallVector<MeshAxis> axes;
+  for (int32_t i = 0; i < mesh.num_axes; ++i)
+    axes.push_back(static_cast<MeshAxis>(mesh.axes[i]));
+  return get(context, axes, ArrayRef(mesh.sizes, size_t(mesh.num_axes)));
+}
+
+/// The rules of the sizes a ds_config, a command line or a mesh gives, in
+/// the words of the options that give them.
+static LogicalResult
+verifyScheduleSizes(function_ref<InFlightDiagnostic()> emitError, int64_t stage,
+                    int64_t worldSize, int64_t globalBatch,
+                    int64_t accumulationSteps, int64_t ranksPerNode,
+                    int64_t hpzPartitionSize, int64_t micsShardSize,
+                    int64_t sequenceParallel, int64_t expertParallel,
+                    ExpertPlacement expertPlacement) {
   if (stage < 0 || stage > 3)
     return emitError() << "stage must be 0, 1, 2 or 3, got " << stage;
   if (worldSize < 1 || worldSize > kMaxWorldSize)
@@ -114,6 +215,109 @@ ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                            : micsShardSize > 0  ? "mics_shard_size"
                                                 : "hpz_partition_size");
   return success();
+}
+
+ScheduleAttr ScheduleAttr::getChecked(
+    function_ref<InFlightDiagnostic()> emitError, MLIRContext *context,
+    int64_t stage, int64_t worldSize, int64_t globalBatch,
+    int64_t accumulationSteps, int64_t ranksPerNode, int64_t hpzPartitionSize,
+    int64_t micsShardSize, int64_t sequenceParallel, int64_t expertParallel,
+    ExpertPlacement expertPlacement) {
+  if (failed(verifyScheduleSizes(
+          emitError, stage, worldSize, globalBatch, accumulationSteps,
+          ranksPerNode, hpzPartitionSize, micsShardSize, sequenceParallel,
+          expertParallel, expertPlacement)))
+    return {};
+  zrt_mesh mesh;
+  if (zrt_mesh_from_sizes(&mesh, worldSize, hpzPartitionSize, micsShardSize,
+                          sequenceParallel, expertParallel,
+                          static_cast<int32_t>(expertPlacement))) {
+    // hpZ and MiCS exclude each other and expert parallelism excludes
+    // both: only groups of which neither holds the other are left.
+    emitError() << "sequence_parallel " << sequenceParallel << " and "
+                << (micsShardSize > 0 ? "mics_shard_size "
+                                      : "hpz_partition_size ")
+                << (micsShardSize > 0 ? micsShardSize : hpzPartitionSize)
+                << " must nest: one must divide the other";
+    return {};
+  }
+  MeshAttr meshAttr;
+  if (mesh.num_axes > 1)
+    meshAttr = MeshAttr::get(context, mesh);
+  return Base::getChecked(emitError, context, stage, worldSize, globalBatch,
+                          accumulationSteps, ranksPerNode, meshAttr);
+}
+
+LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t stage, int64_t worldSize,
+                                   int64_t globalBatch,
+                                   int64_t accumulationSteps,
+                                   int64_t ranksPerNode, MeshAttr meshAttr) {
+  if (!meshAttr)
+    return verifyScheduleSizes(emitError, stage, worldSize, globalBatch,
+                               accumulationSteps, ranksPerNode, 1, 0, 1, 1,
+                               ExpertPlacement::contiguous);
+  zrt_mesh mesh = meshAttr.toRuntime();
+  if (zrt_mesh_size(&mesh) != worldSize)
+    return emitError() << "mesh " << meshAttr << " has " << zrt_mesh_size(&mesh)
+                       << " ranks, not world_size " << worldSize;
+  int64_t hpz = zrt_mesh_hpz_partition_size(&mesh);
+  int64_t mics = zrt_mesh_mics_shard_size(&mesh);
+  int64_t sp = zrt_mesh_sequence_parallel(&mesh);
+  int64_t ep = zrt_mesh_expert_parallel(&mesh);
+  auto placement = ExpertPlacement(zrt_mesh_expert_placement(&mesh));
+  if (failed(verifyScheduleSizes(emitError, stage, worldSize, globalBatch,
+                                 accumulationSteps, ranksPerNode, hpz, mics, sp,
+                                 ep, placement)))
+    return failure();
+  // One spelling per schedule: the mesh its sizes build.
+  zrt_mesh canonical;
+  if (zrt_mesh_from_sizes(&canonical, worldSize, hpz, mics, sp, ep,
+                          static_cast<int32_t>(placement)))
+    return emitError() << "mesh " << meshAttr
+                       << " combines axes no schedule combines";
+  if (canonical.num_axes == 1)
+    return emitError() << "mesh " << meshAttr
+                       << " is one data axis: a schedule without a mesh";
+  MeshAttr want = MeshAttr::get(meshAttr.getContext(), canonical);
+  if (want != meshAttr)
+    return emitError() << "mesh " << meshAttr << " must be written " << want;
+  return success();
+}
+
+zrt_mesh ScheduleAttr::getRuntimeMesh() const {
+  if (MeshAttr mesh = getMesh())
+    return mesh.toRuntime();
+  zrt_mesh mesh = {};
+  mesh.num_axes = 1;
+  mesh.axes[0] = ZRT_AXIS_DATA;
+  mesh.sizes[0] = getWorldSize();
+  return mesh;
+}
+
+int64_t ScheduleAttr::getHpzPartitionSize() const {
+  zrt_mesh mesh = getRuntimeMesh();
+  return zrt_mesh_hpz_partition_size(&mesh);
+}
+
+int64_t ScheduleAttr::getMicsShardSize() const {
+  zrt_mesh mesh = getRuntimeMesh();
+  return zrt_mesh_mics_shard_size(&mesh);
+}
+
+int64_t ScheduleAttr::getSequenceParallel() const {
+  zrt_mesh mesh = getRuntimeMesh();
+  return zrt_mesh_sequence_parallel(&mesh);
+}
+
+int64_t ScheduleAttr::getExpertParallel() const {
+  zrt_mesh mesh = getRuntimeMesh();
+  return zrt_mesh_expert_parallel(&mesh);
+}
+
+ExpertPlacement ScheduleAttr::getExpertPlacement() const {
+  zrt_mesh mesh = getRuntimeMesh();
+  return ExpertPlacement(zrt_mesh_expert_placement(&mesh));
 }
 
 LogicalResult LrScheduleAttr::verify(

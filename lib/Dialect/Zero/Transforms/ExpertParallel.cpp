@@ -12,9 +12,10 @@
 #include "zero/Interfaces/DerivativeInterface.h"
 #include "zero/Interfaces/ExpertOpInterface.h"
 
+#include "DivideShapes.h"
+
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
-#include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
 
@@ -156,9 +157,10 @@ struct ZeroExpertParallelPass
   /// expert's bias) are in the dispatch's order too: they travel to the
   /// experts by an exchange of their own, with the layer's counts (no
   /// second count exchange), one per value.
-  LogicalResult exchangeOtherRows(MoeExchangeOp exchange,
-                                  ArrayRef<ExpertOpInterface> products,
-                                  int64_t n, llvm::DenseSet<Value> &received) {
+  LogicalResult
+  exchangeOtherRows(MoeExchangeOp exchange,
+                    ArrayRef<ExpertOpInterface> products, int64_t n,
+                    llvm::DenseMap<Value, RankedTensorType> &received) {
     SetVector<Operation *> onRows;
     getForwardSlice(exchange.getRecv(), &onRows);
     llvm::DenseMap<Value, Value> sent;
@@ -193,7 +195,7 @@ struct ZeroExpertParallelPass
             exchange.getLayerAttr(), exchange.getCapacityFactorAttr(),
             exchange.getDropAttr());
         it = sent.try_emplace(in, other.getRecv()).first;
-        received.insert(other.getRecv());
+        received[other.getRecv()] = recvType;
       }
       gm.getExpertRows().assign(it->second);
     }
@@ -240,10 +242,12 @@ struct ZeroExpertParallelPass
         dropTokens ? b.getUnitAttr() : UnitAttr());
     // The receive rows the exchange plans for its rows and members.
     int64_t cap = exchange.getCapacityFor(n);
+    auto planned = cast<RankedTensorType>(exchange.getRecv().getType());
     exchange.getRecv().setType(RankedTensorType::get(
         {cap, rowsType.getDimSize(1)}, rowsType.getElementType()));
     rows.replaceAllUsesExcept(exchange.getRecv(), exchange);
-    llvm::DenseSet<Value> received{exchange.getRecv()};
+    llvm::DenseMap<Value, RankedTensorType> received{
+        {exchange.getRecv(), planned}};
     if (failed(exchangeOtherRows(exchange, products, n, received)))
       return failure();
     for (ExpertOpInterface gm : products) {
@@ -255,14 +259,11 @@ struct ZeroExpertParallelPass
     // The values of the received rows' layout, in block order: each op
     // that reads one is retyped from n rows to cap; the combine reads the
     // rows returned to the dispatch's order.
-    for (Operation *op = exchange->getNextNode(); op; op = op->getNextNode()) {
-      if (!llvm::any_of(op->getOperands(),
-                        [&](Value v) { return received.contains(v); }))
-        continue;
+    auto handle = [&](Operation *op) -> FailureOr<bool> {
       if (auto combine = dyn_cast<ExpertCombineOpInterface>(op)) {
         Value h = combine.getRowsMutable().get();
-        if (!received.contains(h) || combine.getPositions() !=
-                                         dispatch.getPositions())
+        if (!received.count(h) ||
+            combine.getPositions() != dispatch.getPositions())
           return combine.emitOpError("combines rows of another layout than "
                                      "its layer's dispatch");
         auto ht = cast<RankedTensorType>(h.getType());
@@ -273,39 +274,35 @@ struct ZeroExpertParallelPass
             h, exchange.getCounts(), exchange.getLocalOffsets(), offsets,
             b.getI64IntegerAttr(layer));
         combine.getRowsMutable().assign(ret.getRows());
-        continue;
+        return true;
       }
       if (op->getNumResults() == 0 || isa<ReturnOp>(op))
         return op->emitOpError("reads an expert's rows outside its layer; "
                                "ep-size needs them combined (nn.moe_combine)");
-      SmallVector<Type> types;
-      if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
-        if (failed(infer.inferReturnTypes(
-                op->getContext(), op->getLoc(), op->getOperands(),
-                op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
-                op->getRegions(), types)))
-          return op->emitOpError("cannot re-infer its types on the received "
-                                 "rows (expert parallelism)");
-      } else {
-        // Row-wise ops (a split of the last axis, an activation): a result
-        // of n rows has cap rows.
-        for (Value r : op->getResults()) {
-          auto rt = dyn_cast<RankedTensorType>(r.getType());
-          if (!rt || rt.getRank() < 1 || rt.getDimSize(0) != n)
-            return op->emitOpError("reads an expert's rows outside its "
-                                   "layer; ep-size needs them combined "
-                                   "(nn.moe_combine)");
-          SmallVector<int64_t> shape(rt.getShape());
-          shape[0] = cap;
-          types.push_back(RankedTensorType::get(shape, rt.getElementType()));
-        }
+      return false;
+    };
+    // Row-wise ops (a split of the last axis, an activation): a result of n
+    // rows has cap rows.
+    auto rule = [&](Operation *op,
+                    SmallVectorImpl<Type> &types) -> LogicalResult {
+      for (Value r : op->getResults()) {
+        auto rt = dyn_cast<RankedTensorType>(r.getType());
+        if (!rt || rt.getRank() < 1 || rt.getDimSize(0) != n)
+          return op->emitOpError("reads an expert's rows outside its "
+                                 "layer; ep-size needs them combined "
+                                 "(nn.moe_combine)");
+        SmallVector<int64_t> shape(rt.getShape());
+        shape[0] = cap;
+        types.push_back(RankedTensorType::get(shape, rt.getElementType()));
       }
-      for (auto [r, t] : llvm::zip(op->getResults(), types)) {
-        r.setType(t);
-        received.insert(r);
-      }
-    }
-    return success();
+      return success();
+    };
+    // Every value read from the received rows stays in their layout.
+    return divideDerivedShapes(std::next(exchange->getIterator()),
+                               exchange->getBlock()->end(), received,
+                               {"on the received rows (expert parallelism)",
+                                rule, handle,
+                                [](Operation *) { return true; }});
   }
 
   void runOnOperation() override {

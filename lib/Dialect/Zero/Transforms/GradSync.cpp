@@ -307,11 +307,9 @@ struct ZeroGradSyncPass
       }
       if (failed(divideBatch(step, k)))
         return signalPassFailure();
-      step.setScheduleAttr(ScheduleAttr::get(
-          &getContext(), attr.getStage(), n, global, k, attr.getRanksPerNode(),
-          attr.getHpzPartitionSize(), attr.getMicsShardSize(),
-          attr.getSequenceParallel(), attr.getExpertParallel(),
-          attr.getExpertPlacement()));
+      step.setScheduleAttr(ScheduleAttr::get(&getContext(), attr.getStage(), n,
+                                             global, k, attr.getRanksPerNode(),
+                                             attr.getMesh()));
       FailureOr<StepSchedule> schedule = StepSchedule::get(step);
       if (failed(schedule))
         return signalPassFailure();

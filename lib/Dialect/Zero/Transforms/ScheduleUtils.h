@@ -19,6 +19,8 @@
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 
+#include "DivideShapes.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/DenseMap.h"
@@ -94,18 +96,10 @@ inline LogicalResult divideBatch(TrainStepOp step, int64_t factor) {
     oldTypes[arg] = t;
     arg.setType(*nt);
   }
-  for (Operation &op : body) {
-    if (!llvm::any_of(op.getOperands(),
-                      [&](Value v) { return oldTypes.count(v); }))
-      continue;
-    SmallVector<Type> newTypes;
-    if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
-      if (failed(infer.inferReturnTypes(
-              op.getContext(), op.getLoc(), op.getOperands(),
-              op.getRawDictionaryAttrs(), op.getPropertiesStorage(),
-              op.getRegions(), newTypes)))
-        return op.emitOpError("cannot re-infer its types for the local batch");
-    } else if (auto a2a = dyn_cast<AllToAllOp>(op)) {
+  auto rule = [&](Operation *opPtr,
+                  SmallVectorImpl<Type> &newTypes) -> LogicalResult {
+    Operation &op = *opPtr;
+    if (auto a2a = dyn_cast<AllToAllOp>(op)) {
       // An exchange (sequence parallelism beside data parallelism) moves
       // the same P chunks of the smaller input: its result is the new
       // input's shape with the split and concat dimensions exchanged.
@@ -182,18 +176,15 @@ inline LogicalResult divideBatch(TrainStepOp step, int64_t factor) {
         newTypes.push_back(nt);
       }
     }
-    // An exchange's results stay derived from the batch when a small
-    // capacity keeps its received rows (ceil(C n) of 1 row): its return
-    // brings back the local rows all the same.
-    bool derived = isa<MoeExchangeOp>(op);
-    for (auto [r, t] : llvm::zip(op.getResults(), newTypes)) {
-      if (r.getType() == t && !derived)
-        continue;
-      oldTypes[r] = cast<RankedTensorType>(r.getType());
-      r.setType(t);
-    }
-  }
-  return success();
+    return success();
+  };
+  // An exchange's results stay derived from the batch when a small
+  // capacity keeps its received rows (ceil(C n) of 1 row): its return
+  // brings back the local rows all the same.
+  return divideDerivedShapes(
+      body.begin(), body.end(), oldTypes,
+      {"for the local batch", rule, nullptr,
+       [](Operation *op) { return isa<MoeExchangeOp>(op); }});
 }
 
 /// Op positions in a block, computed once (Operation::isBeforeInBlock would

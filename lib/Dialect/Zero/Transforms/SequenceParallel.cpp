@@ -10,6 +10,8 @@
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Interfaces/DerivativeInterface.h"
 
+#include "DivideShapes.h"
+
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
@@ -105,19 +107,10 @@ LogicalResult divideSequence(TrainStepOp step, int64_t p) {
     oldTypes[arg] = t;
     arg.setType(RankedTensorType::get(shape, t.getElementType()));
   }
-  for (Operation &op : body) {
-    if (!llvm::any_of(op.getOperands(),
-                      [&](Value v) { return oldTypes.count(v); }))
-      continue;
-    SmallVector<Type> newTypes;
-    if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
-      if (failed(infer.inferReturnTypes(
-              op.getContext(), op.getLoc(), op.getOperands(),
-              op.getRawDictionaryAttrs(), op.getPropertiesStorage(),
-              op.getRegions(), newTypes)))
-        return op.emitOpError("cannot re-infer its types for the sequence "
-                              "shard");
-    } else if (isReshape(&op)) {
+  auto rule = [&](Operation *opPtr,
+                  SmallVectorImpl<Type> &newTypes) -> LogicalResult {
+    Operation &op = *opPtr;
+    if (isReshape(&op)) {
       auto reshape = cast<ViewLikeOpInterface>(op);
       auto t = reshapeResult(reshape, oldTypes[reshape.getViewSource()], p);
       if (failed(t))
@@ -154,14 +147,10 @@ LogicalResult divideSequence(TrainStepOp step, int64_t p) {
         newTypes.push_back(nt);
       }
     }
-    for (auto [r, t] : llvm::zip(op.getResults(), newTypes)) {
-      if (r.getType() == t)
-        continue;
-      oldTypes[r] = cast<RankedTensorType>(r.getType());
-      r.setType(t);
-    }
-  }
-  return success();
+    return success();
+  };
+  return divideDerivedShapes(body.begin(), body.end(), oldTypes,
+                             {"for the sequence shard", rule});
 }
 
 /// `x` exchanged over the sequence-parallel group: [B, H, T / P, D]

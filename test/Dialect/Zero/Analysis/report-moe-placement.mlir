@@ -17,7 +17,7 @@
 // CHECK: same bytes by kind: True
 
 // IR-LABEL: zero.train_step @train
-// IR-SAME: expert_parallel = 8, expert_placement = strided>
+// IR-SAME: mesh = #zero.mesh<[expert = 8, data = 8]>>
 zero.param @in.weight : tensor<8x8xf32> init normal std 0.3 frozen
 zero.param @gate.weight : tensor<8x8xf32> init normal std 0.3 frozen
 zero.param @experts.gate_up_proj : tensor<8x12x8xf32> init normal std 0.3

@@ -12,7 +12,7 @@ zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w]
 zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   // expected-error @+1 {{'zero.all_gather' op gathers the hpZ secondary shards of @l0 before any zero.store_secondary of the group fills them in this optimizer step}}
   %again = zero.all_gather group @l0 secondary : tensor<8xbf16>
   %w2 = zero.get_param @w from %again : tensor<8xbf16> -> tensor<2x2xbf16>
@@ -35,7 +35,7 @@ zero.partition @l1 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@v]
 zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   %full = zero.all_gather group @l1 : tensor<8xbf16>
   // expected-error @+1 {{'zero.store_secondary' op stores into the secondary shard of @l0 a buffer that is not that group's gather of its parameter shards}}
   zero.store_secondary %full group @l0 phase first_micro_step : tensor<8xbf16>
@@ -53,7 +53,7 @@ zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w]
 zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   %full = zero.all_gather group @l0 : tensor<8xbf16>
   zero.store_secondary %full group @l0 phase first_micro_step : tensor<8xbf16>
   zero.free %full : tensor<8xbf16>
@@ -73,7 +73,7 @@ zero.partition @l0 stage 3 world_size 4 alignment 2 numel 4 padded 8 params [@w]
 zero.train_step @step(%x: tensor<2x2xbf16>, %lbl: tensor<2xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = bf16>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, hpz = 2]>> {
   %kept = zero.all_gather group @l0 persistent : tensor<8xbf16>
   %full = zero.all_gather group @l0 : tensor<8xbf16>
   zero.store_secondary %full group @l0 phase first_micro_step : tensor<8xbf16>

@@ -8,7 +8,7 @@ zero.partition @a stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@a.w
 zero.train_step @ok(%x: tensor<1x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, mics = 2]>> {
   %pa = zero.all_gather group @a persistent : tensor<4xf32>
   %w = zero.get_param @a.w from %pa : tensor<4xf32> -> tensor<4xf32>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -38,7 +38,7 @@ zero.partition @a stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@a.w
 zero.train_step @missing(%x: tensor<1x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, mics = 2]>> {
   %pa = zero.all_gather group @a persistent : tensor<4xf32>
   %w = zero.get_param @a.w from %pa : tensor<4xf32> -> tensor<4xf32>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -66,7 +66,7 @@ zero.partition @a stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@a.w
 zero.train_step @twice(%x: tensor<1x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, mics = 2]>> {
   %pa = zero.all_gather group @a persistent : tensor<4xf32>
   %w = zero.get_param @a.w from %pa : tensor<4xf32> -> tensor<4xf32>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -128,7 +128,7 @@ zero.partition @a stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@a.w
 zero.train_step @one_group(%x: tensor<1x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 2, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 2, mesh = #zero.mesh<[data = 1, mics = 2]>> {
   %pa = zero.all_gather group @a persistent : tensor<4xf32>
   %w = zero.get_param @a.w from %pa : tensor<4xf32> -> tensor<4xf32>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -158,7 +158,7 @@ zero.partition @a stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@a.w
 zero.train_step @late(%x: tensor<1x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, mics = 2]>> {
   %pa = zero.all_gather group @a persistent : tensor<4xf32>
   %w = zero.get_param @a.w from %pa : tensor<4xf32> -> tensor<4xf32>
   %loss = nn.fill 0.0 : tensor<f32>
@@ -189,7 +189,7 @@ zero.partition @a stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@a.w
 zero.train_step @early(%x: tensor<1x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, mics = 2]>> {
   %pa = zero.all_gather group @a persistent : tensor<4xf32>
   %w = zero.get_param @a.w from %pa : tensor<4xf32> -> tensor<4xf32>
   %loss = nn.fill 0.0 : tensor<f32>

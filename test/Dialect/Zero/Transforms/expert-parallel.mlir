@@ -47,7 +47,7 @@
 // PART: zero.partition @in stage 3 world_size 4 alignment 2 numel 64 padded 64 params [@in.weight] offsets [0]{{$}}
 // PART: zero.partition @experts.experts stage 3 world_size 2 alignment 2 numel 288 padded 288 params [@experts.gate_up_proj, @experts.down_proj] offsets [0, 192] expert
 // PART: zero.partition @out stage 3 world_size 4 {{.*}}offsets [0]{{$}}
-// PART: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 16, expert_parallel = 2>
+// PART: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 16, mesh = #zero.mesh<[data = 2, expert = 2]>>
 // PART: zero.moe_exchange %{{.*}}, %{{.*}} layer 0 : tensor<8x8xf32>, tensor<4xi32> -> tensor<16x8xf32>, tensor<2x2xi32>, tensor<2xi32>
 // PART: zero.moe_return %{{.*}} layer 0 : tensor<16x8xf32>, tensor<2x2xi32>, tensor<2xi32>, tensor<4xi32> -> tensor<8x8xf32>
 // With ep-placement=strided the same partitions (the expert one over the 2
@@ -56,7 +56,7 @@
 // is refused by name.
 // STRIDED: zero.partition @experts.experts stage 3 world_size 2 alignment 2 numel 288 padded 288 params [@experts.gate_up_proj, @experts.down_proj] offsets [0, 192] expert
 // STRIDED-LABEL: zero.train_step @train
-// STRIDED-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 16, expert_parallel = 2, expert_placement = strided>
+// STRIDED-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 16, mesh = #zero.mesh<[expert = 2, data = 2]>>
 // BADPLACE: error: zero-partition: ep-placement 'diagonal' is not contiguous or strided
 // NOEP: error: zero-partition: ep-placement strided places expert-parallel sets, but ep-size is 1
 zero.param @in.weight : tensor<8x8xf32> init normal std 0.3

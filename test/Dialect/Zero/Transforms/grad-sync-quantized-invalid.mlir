@@ -40,7 +40,7 @@ zero.partition @l stage 3 world_size 2 alignment 2 numel 8 padded 8 params [@w] 
 zero.train_step @mics(%x: tensor<1x2xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, ranks_per_node = 1, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, ranks_per_node = 1, mesh = #zero.mesh<[data = 2, mics = 2]>> {
   %loss = nn.fill 0.0 : tensor<f32>
   %g = nn.fill 1.0 : tensor<2x4xf32>
   zero.grad @w, %g : tensor<2x4xf32>

@@ -41,7 +41,7 @@ zero.partition @e stage 0 world_size 1 alignment 2 numel 24 padded 24 params [@e
 zero.train_step @only_experts(%x: tensor<2x3xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4, expert_parallel = 2> {
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4, mesh = #zero.mesh<[data = 1, expert = 2]>> {
   %w = nn.fill 1.0 : tensor<3x4xf32>
   %l = nn.matmul %x, %w : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
   %aux = nn.moe_aux_loss %l top_k 1 : tensor<2x4xf32> -> tensor<f32>

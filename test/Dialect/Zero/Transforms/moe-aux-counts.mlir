@@ -85,7 +85,7 @@ zero.partition @d stage 3 world_size 4 alignment 2 numel 12 padded 16 params [@d
 zero.train_step @experts_first(%x: tensor<2x3xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, expert_parallel = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, expert = 2]>> {
   %w = nn.fill 1.0 : tensor<3x4xf32>
   %l = nn.matmul %x, %w : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
   %aux = nn.moe_aux_loss %l top_k 1 : tensor<2x4xf32> -> tensor<f32>

@@ -22,7 +22,7 @@ zero.partition @e stage 0 world_size 1 alignment 1 numel 8 padded 8 params [@e.w
 zero.train_step @ep_stage0(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4, expert_parallel = 2> {
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4, mesh = #zero.mesh<[data = 1, expert = 2]>> {
   %loss = nn.fill 0.0 : tensor<f32>
   %gd = nn.fill 1.0 : tensor<4xf32>
   zero.grad @d.w, %gd : tensor<4xf32>
@@ -45,7 +45,7 @@ zero.partition @e stage 0 world_size 1 alignment 1 numel 8 padded 8 params [@e.w
 zero.train_step @ep_experts_only(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4, expert_parallel = 2> {
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4, mesh = #zero.mesh<[data = 1, expert = 2]>> {
   %loss = nn.fill 0.0 : tensor<f32>
   %ge = nn.fill 1.0 : tensor<2x4xf32>
   zero.grad @e.w, %ge : tensor<2x4xf32>
@@ -70,7 +70,7 @@ zero.partition @d stage 1 world_size 4 alignment 1 numel 4 padded 4 params [@d.w
 zero.train_step @ep_stage1(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 8, expert_parallel = 2> {
+    schedule #zero.schedule<stage = 1, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, expert = 2]>> {
   %loss = nn.fill 0.0 : tensor<f32>
   %ge = nn.fill 1.0 : tensor<2x4xf32>
   zero.grad @e.w, %ge : tensor<2x4xf32>

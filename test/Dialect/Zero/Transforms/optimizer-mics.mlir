@@ -23,7 +23,7 @@ zero.partition @b stage 3 world_size 2 alignment 2 numel 6 padded 8 params [@b.w
 zero.train_step @mics(%x: tensor<1x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, mics = 2]>> {
   %pa = zero.all_gather group @a persistent : tensor<4xf32>
   %pb = zero.all_gather group @b persistent : tensor<8xf32>
   %w = zero.get_param @a.w from %pa : tensor<4xf32> -> tensor<4xf32>
@@ -54,7 +54,7 @@ zero.partition @a stage 3 world_size 2 alignment 2 numel 4 padded 4 params [@a.w
 zero.train_step @one_group(%x: tensor<2x4xf32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4, mics_shard_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 4, mesh = #zero.mesh<[data = 1, mics = 2]>> {
   %pa = zero.all_gather group @a persistent : tensor<4xf32>
   %w = zero.get_param @a.w from %pa : tensor<4xf32> -> tensor<4xf32>
   %loss = nn.fill 0.0 : tensor<f32>

@@ -66,7 +66,7 @@ zero.partition @fc3 stage 3 world_size 2 alignment 2 numel 21 padded 24 params [
 zero.train_step @stage3(%arg0: tensor<4x4xf32>, %arg1: tensor<4xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
-    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 8, hpz_partition_size = 2> {
+    schedule #zero.schedule<stage = 3, world_size = 2, global_batch = 8, mesh = #zero.mesh<[data = 1, hpz = 2]>> {
   %0 = zero.get_param @fc1.weight : tensor<4x6xf32>
   %1 = nn.matmul %arg0, %0 : tensor<4x4xf32>, tensor<4x6xf32> -> tensor<4x6xf32>
   %2 = zero.get_param @fc1.bias : tensor<6xf32>

@@ -14,7 +14,7 @@
 // CHECK: zero.partition @fc2 stage 3 world_size 2 alignment 2 numel 21 padded 24 params [@fc2.weight, @fc2.bias] offsets [0, 18]
 // CHECK-LABEL: zero.train_step @train
 // CHECK-SAME: (%{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2xi64>)
-// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mics_shard_size = 2>
+// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 8, mesh = #zero.mesh<[data = 2, mics = 2]>>
 // Z3: zero.partition @fc1 stage 3 world_size 2 alignment 2 numel 30 padded 32 params [@fc1.weight, @fc1.bias] offsets [0, 24]
 // Z3: zero.partition @fc2 stage 3 world_size 2 alignment 2 numel 21 padded 24 params [@fc2.weight, @fc2.bias] offsets [0, 18]
 // OFF: zero.partition @fc1 stage 3 world_size 4 alignment 2 numel 30 padded 32

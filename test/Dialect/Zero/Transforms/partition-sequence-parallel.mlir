@@ -11,7 +11,7 @@
 // CHECK-SAME: stage 3 world_size 4
 // CHECK-LABEL: zero.train_step @train
 // CHECK-SAME: tensor<2x4xf32>
-// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, sequence_parallel = 2>
+// CHECK-SAME: schedule #zero.schedule<stage = 3, world_size = 4, global_batch = 4, mesh = #zero.mesh<[data = 2, sequence = 2]>>
 // DIVIDE: partition-sequence-parallel.mlir:[[# @LINE + 4]]:1: error: zero-partition: sp-size 3 does not divide world-size 4
 // DIVIDE: partition-sequence-parallel.mlir:{{[0-9]+}}:1: error: zero-partition: sp-size 3 does not divide world-size 4
 // ZERO: error: zero-partition: sp-size 0 does not divide world-size 4

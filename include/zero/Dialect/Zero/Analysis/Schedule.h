@@ -269,6 +269,8 @@ private:
   int64_t sequenceParallel = 1;
   int64_t expertParallel = 1;
   ExpertPlacement expertPlacement = ExpertPlacement::contiguous;
+  /// The schedule's mesh, whose axes the rank sets are.
+  zrt_mesh mesh = {};
   bool optimizerOffloaded = false;
   OffloadDevice optimizerDevice = OffloadDevice::none;
   bool paramsOffloaded = false;

@@ -23,6 +23,7 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "zero_rt/constants.h"
+#include "zero_rt/topology.h"
 
 namespace mlir::zero {
 /// The most elements a tensor of a train step may have (2^48, a PiB of

@@ -504,6 +504,69 @@ def Zero_StepOffloadAttr : DefaultValuedOptionalAttr<Zero_OffloadAttr,
   let constBuilderCall = "$0";
 }
 
+def Zero_MeshAxis : I32EnumAttr<"MeshAxis", "a named axis of a #zero.mesh", [
+    I32EnumAttrCase<"data", 0>, I32EnumAttrCase<"hpz", 1>,
+    I32EnumAttrCase<"mics", 2>, I32EnumAttrCase<"sequence", 3>,
+    I32EnumAttrCase<"expert", 4>]> {
+  let cppNamespace = "::mlir::zero";
+  let genSpecializedAttr = 0;
+  let description = [{
+    `zero_rt/topology.h`'s ZRT_AXIS_*, in its order. A new parallelism
+    (tensor, pipeline) is a new case here and there
+    (docs/AddingAParallelismAxis.md).
+  }];
+}
+
+def Zero_MeshAttr : Zero_Attr<"Mesh", "mesh"> {
+  let summary = "The ranks of a step as a grid of named axes";
+  let description = [{
+    The world's ranks as upstream `shard.grid` lays out a grid: rank r's
+    index on each axis is its digit in the mixed radix of the sizes, the
+    last axis varying fastest. Unlike `shard.grid`'s positional axes, each
+    axis is named (as Shardy's `sdy.mesh` names them) by the parallelism it
+    is, and appears at most once: `data` (always), `hpz`, `mics`,
+    `sequence` and `expert`. A collective's rank set (`RankSetKind`) is a
+    subset of the axes, the ranks that differ from it on those axes only:
+
+    - `hpz`, `mics` and `sequence` nest inside `data`, each group holding
+      its axis and every axis inside it, so that groups of different sizes
+      nest: MiCS shard groups of 4 with sequence-parallel groups of 2 are
+      `[data = 2, mics = 2, sequence = 2]`, the shard group {mics,
+      sequence}, its replicas {data};
+    - `expert` lies inside `data` when the expert sets are consecutive
+      ranks (`contiguous`, DeepSpeed's "E + D") and outside it when they
+      stride (`strided`, "D + E"); the expert replicas are every other axis.
+
+    `zrt_mesh_axes_of` (`zero_rt/topology.h`) is that rule, shared with the
+    runtime, and `zrt_rank_set_of` turns the axes into the ranks
+    {first + i * stride}: a subset must be one run of axes (size-1 axes
+    aside), or it would be no arithmetic progression, which the verifier
+    refuses.
+
+    ```mlir
+    #zero.mesh<[data = 8, hpz = 2]>
+    #zero.mesh<[data = 2, mics = 2, sequence = 2]>
+    #zero.mesh<[expert = 2, data = 4]>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::zero::MeshAxis">:$axes,
+                        ArrayRefParameter<"int64_t">:$sizes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The runtime's form, which zrt_rank_set_of reads.
+    zrt_mesh toRuntime() const;
+    /// The mesh of `mesh`, one of a verified ScheduleAttr's.
+    static MeshAttr get(::mlir::MLIRContext *context, const zrt_mesh &mesh);
+  }];
+}
+
+// Printed whole (`#zero.mesh<...>`, not the stripped `<...>`), as the
+// schedule's readers write it; both parse.
+def Zero_OptionalMeshParameter : OptionalParameter<"::mlir::zero::MeshAttr"> {
+  let printer = "$_printer << $_self";
+}
+
 def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
   let summary = "The step-wide facts of a ZeRO schedule";
   let description = [{
@@ -518,31 +581,42 @@ def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
     r / ranks_per_node (0, the default: every rank on one node). Collectives
     whose ranks span several nodes run in two levels, within each node and
     across nodes among the ranks of the same local index
-    (`zero_rt/topology.h` counts the bytes each level moves). At stage 3,
-    `hpz_partition_size` h > 1 (ZeRO++ hpZ) keeps a secondary shard of each
-    gathered group partitioned over h consecutive ranks for the backward
-    gathers, and `mics_shard_size` m > 0 (MiCS) partitions every group over
-    m consecutive ranks, replicated world_size / m times.
-    `sequence_parallel` P > 1 (Ulysses) groups P consecutive ranks that read
-    the same samples, each holding 1/P of every sequence: the data-parallel
+    (`zero_rt/topology.h` counts the bytes each level moves).
+
+    The `mesh` (#zero.mesh, of world_size ranks; absent: one `data` axis)
+    says how the world splits, and every collective's rank set is a subset
+    of its axes. At stage 3, an `hpz` group of h ranks (ZeRO++ hpZ) keeps a
+    secondary shard of each gathered group partitioned over h consecutive
+    ranks for the backward gathers, and a `mics` group of m ranks (MiCS)
+    partitions every group over m consecutive ranks, replicated
+    world_size / m times. A `sequence` group of P ranks (Ulysses) reads the
+    same samples, each holding 1/P of every sequence: the data-parallel
     ranks are world_size / P, while the partitions span the whole world.
-    `expert_parallel` P > 1 splits each MoE layer's experts over the P
-    ranks of an `expert` set (`zero-expert-parallel`): the ranks read
-    different samples (P does not change the data-parallel ranks), tokens
-    travel to their experts' rank by `zero.moe_exchange`, and expert
-    parameters are partitioned over the world_size / P ranks holding the
-    same experts (`expert_replicas`). `expert_placement` says where those
-    sets lie: `contiguous` (the default; DeepSpeed's "E + D") makes each
-    expert set P consecutive ranks and the replicas stride P, so the
-    all-to-alls stay within a node when P divides ranks_per_node;
-    `strided` (DeepSpeed's `use_data_before_expert_parallel_`, "D + E")
-    makes each expert set stride world_size / P and the replicas
-    consecutive, so the expert parameters' ZeRO collectives stay within a
-    node and the all-to-alls cross nodes. `strided` needs P > 1.
+    An `expert` axis of P splits each MoE layer's experts over the P ranks
+    of an `expert` set (`zero-expert-parallel`): the ranks read different
+    samples (P does not change the data-parallel ranks), tokens travel to
+    their experts' rank by `zero.moe_exchange`, and expert parameters are
+    partitioned over the world_size / P ranks holding the same experts
+    (`expert_replicas`). Inside `data` the expert sets are consecutive, so
+    the all-to-alls stay within a node when P divides ranks_per_node;
+    outside it they stride world_size / P and the replicas are consecutive,
+    so the expert parameters' ZeRO collectives stay within a node and the
+    all-to-alls cross nodes.
+
+    The sizes of a ds_config and a command line (hpz_partition_size h,
+    mics_shard_size m, sequence_parallel P, expert_parallel and
+    expert_placement) build the mesh (the sizes form of `getChecked`,
+    `zrt_mesh_from_sizes`), checked with DeepSpeed's rules in its words
+    first, and the accessors of those names read them back: the schedule
+    keeps no integer per axis, so a new axis adds no parameter here and no
+    argument at the callers. The mesh is the one those sizes build (the
+    verifier says which when it is not), so that every schedule has one
+    spelling, and none when it is one data axis. `world_size` stays a
+    parameter: most schedules have no other axis.
 
     ```mlir
     #zero.schedule<stage = 3, world_size = 8, global_batch = 512, accumulation_steps = 2>
-    #zero.schedule<stage = 3, world_size = 16, global_batch = 64, ranks_per_node = 8, hpz_partition_size = 8>
+    #zero.schedule<stage = 3, world_size = 16, global_batch = 64, ranks_per_node = 8, mesh = #zero.mesh<[data = 2, hpz = 8]>>
     ```
   }];
   let parameters = (ins
@@ -551,16 +625,29 @@ def Zero_ScheduleAttr : Zero_Attr<"Schedule", "schedule"> {
     "int64_t":$global_batch,
     DefaultValuedParameter<"int64_t", "1">:$accumulation_steps,
     DefaultValuedParameter<"int64_t", "0">:$ranks_per_node,
-    DefaultValuedParameter<"int64_t", "1">:$hpz_partition_size,
-    DefaultValuedParameter<"int64_t", "0">:$mics_shard_size,
-    DefaultValuedParameter<"int64_t", "1">:$sequence_parallel,
-    DefaultValuedParameter<"int64_t", "1">:$expert_parallel,
-    DefaultValuedParameter<"::mlir::zero::ExpertPlacement",
-                           "::mlir::zero::ExpertPlacement::contiguous">:
-        $expert_placement);
+    Zero_OptionalMeshParameter:$mesh);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
+    /// The schedule of the per-axis sizes a ds_config or command line gives
+    /// (zrt_mesh_from_sizes); null after an error naming the sizes.
+    static ScheduleAttr
+    getChecked(::llvm::function_ref<::mlir::InFlightDiagnostic()> emitError,
+               ::mlir::MLIRContext *context, int64_t stage, int64_t worldSize,
+               int64_t globalBatch, int64_t accumulationSteps,
+               int64_t ranksPerNode, int64_t hpzPartitionSize,
+               int64_t micsShardSize, int64_t sequenceParallel,
+               int64_t expertParallel, ExpertPlacement expertPlacement);
+    /// The mesh's axes for zrt_rank_set_of: one data axis without a mesh.
+    zrt_mesh getRuntimeMesh() const;
+    /// The sizes of the mesh, as DeepSpeed names them: the hpZ group (1:
+    /// none), the MiCS shard group (0: none), the sequence-parallel group
+    /// and the expert set (1: none), and where the expert sets lie.
+    int64_t getHpzPartitionSize() const;
+    int64_t getMicsShardSize() const;
+    int64_t getSequenceParallel() const;
+    int64_t getExpertParallel() const;
+    ExpertPlacement getExpertPlacement() const;
     /// Data-parallel ranks: the world over the sequence-parallel groups.
     int64_t getDataParallelSize() const {
       return getWorldSize() / getSequenceParallel();
@@ -788,7 +875,7 @@ def Zero_ParamOp : Zero_Op<"param", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     `expert_parallel` P (set by `zero-expert-parallel`) marks a MoE layer's
     expert tensor of which each rank holds E / P of the E experts (dimension
     0): member q of the rank's `expert` set (its q-th rank in rank order,
-    whatever #zero.schedule's expert_placement) holds experts `[q * E / P,
+    whatever the mesh's placement of the `expert` axis) holds experts `[q * E / P,
     (q + 1) * E / P)` of the whole tensor, whose dimension 0 is P times the
     type's. Its gradient is reduced, and its ZeRO partition sharded, over
     the `expert_replicas` ranks that hold the same experts.
@@ -998,12 +1085,13 @@ def Zero_PartitionOp : Zero_Op<"partition", [
     Adam updates the owned part of the fp32 parameters in place. At stage 0
     nothing is sharded: `padded_numel == numel` and every rank owns
     everything. The layout is identical on every rank. Under MiCS
-    (`#zero.schedule<..., mics_shard_size = m>`) `world_size` is m, the
+    (`#zero.schedule<..., mesh = #zero.mesh<[data = n / m, mics = m]>>`)
+    `world_size` is m, the
     ranks of a shard group: rank `r` owns shard `r % m`, which the other
     shard groups replicate.
 
     An `expert` partition holds expert parameters (`expert_parallel` P on
-    their `zero.param`s, `#zero.schedule<..., expert_parallel = P>`): its
+    their `zero.param`s, an `expert` axis of P in the schedule's mesh): its
     `world_size` is the world / P ranks of this rank's `expert_replicas`
     set, which hold the same experts; its shards, reductions and gathers
     run over that set (member j of it owns shard j), while dense
@@ -1121,17 +1209,17 @@ def Zero_RankSetKind : I32EnumAttr<"RankSetKind",
     shard, one per shard group; `world`: every rank of the data-parallel
     world, whatever the groups (the step's label count, which MiCS's shard
     groups do not split); `sequence`: this rank's sequence-parallel group,
-    the P consecutive ranks that read the same rows (#zero.schedule's
-    sequence_parallel; the world when P is the world size); `expert`: this
-    rank's expert-parallel set, the P ranks that split each MoE layer's
-    experts (#zero.schedule's expert_parallel; the rank alone when P is 1);
-    `expert_replicas`: the world / P ranks holding this rank's experts (the
-    world when P is 1). With #zero.schedule's expert_placement `contiguous`
-    an expert set is P consecutive ranks and the replicas stride P (first
-    r % P); with `strided` an expert set strides world / P (first r %
-    (world / P)) and the replicas are world / P consecutive ranks.
-    `zrt_rank_set_of` (zero_rt/topology.h)
-    gives the members of each.
+    the P consecutive ranks that read the same rows (the mesh's `sequence`
+    axis; the world when P is the world size); `expert`: this rank's
+    expert-parallel set, the P ranks that split each MoE layer's experts
+    (the `expert` axis; the rank alone without it); `expert_replicas`: the
+    world / P ranks holding this rank's experts (the world without expert
+    parallelism). With the `expert` axis inside `data` (contiguous) an
+    expert set is P consecutive ranks and the replicas stride P (first
+    r % P); outside it (strided) an expert set strides world / P (first r %
+    (world / P)) and the replicas are world / P consecutive ranks. Each kind
+    is a subset of the #zero.mesh's axes (`zrt_mesh_axes_of`), and
+    `zrt_rank_set_of` (zero_rt/topology.h) gives its members.
   }];
 }
 def Zero_RankSetKindAttr : EnumAttr<Zero_Dialect, Zero_RankSetKind, "rank_set">;
@@ -1537,7 +1625,7 @@ def Zero_AllReduceOp : Zero_CollectiveOp<"all_reduce", [AttrSizedResultSegments]
 
     `across expert` names the rank set of a value form explicitly: the
     statistics of the expert partitions at stage 0 under expert parallelism
-    (#zero.schedule's expert_parallel > 1), where each rank holds only its
+    (an `expert` axis in #zero.schedule's mesh), where each rank holds only its
     expert-parallel member's experts, whole and reduced over their replicas,
     and their flag and squared norm are reduced over the rank's
     expert-parallel set (DeepSpeed's expert-parallel group) so that every
@@ -2228,7 +2316,7 @@ def Zero_MoeExchangeOp : Zero_Op<"moe_exchange", [
   let summary = "Token rows to the ranks of their experts (expert parallelism)";
   let description = [{
     Over this rank's `expert` set of P members (in rank order, consecutive
-    or strided by #zero.schedule's expert_placement), which split a MoE
+    or strided by where the mesh's `expert` axis lies), which split a MoE
     layer's E experts (member q owns experts `[q * E / P, (q + 1) * E / P)`, E_l = E
     / P of them): `rows` [n, width] are this rank's rows sorted by global
     expert, as `nn.moe_dispatch` writes them, `offsets` [E] (i32) their
