@@ -143,15 +143,10 @@ void zrt::cuda::adam8bit(
         launchCopyMaster<T, false>(master, p, n, 0);
       return;
     }
-    if (schedule)
-      lr = lrAt(*schedule, lr, beta1, beta2, step);
     Adam8bitArgs a;
-    static_cast<AdamConstants &>(a) = adamConstants(
-        lr, beta1, beta2, eps, weightDecay, step, biasCorrection != 0);
-    a.maxGradNorm = maxGradNorm;
-    a.divisor = divisor;
-    a.stats = stats;
-    a.lossScale = lossScale;
+    static_cast<AdamArgs &>(a) =
+        adamArgs(lr, beta1, beta2, eps, weightDecay, biasCorrection, step,
+                 schedule, maxGradNorm, divisor, stats, lossScale);
     dynamicQuantMap(true, a.signedMap);
     dynamicQuantMap(false, a.unsignedMap);
     checkDecayRanges("adam8bit", decayRanges, rangeDecays, numDecayRanges, n);
@@ -272,15 +267,9 @@ void zrt::cuda::adamBf16(int32_t dtype, const void *grad, float *master,
         launchCopyMaster<T, false>(master, p, n, 0);
       return;
     }
-    if (schedule)
-      lr = lrAt(*schedule, lr, beta1, beta2, step);
-    AdamArgs a;
-    static_cast<AdamConstants &>(a) = adamConstants(
-        lr, beta1, beta2, eps, weightDecay, step, biasCorrection != 0);
-    a.maxGradNorm = maxGradNorm;
-    a.divisor = divisor;
-    a.stats = stats;
-    a.lossScale = lossScale;
+    AdamArgs a =
+        adamArgs(lr, beta1, beta2, eps, weightDecay, biasCorrection, step,
+                 schedule, maxGradNorm, divisor, stats, lossScale);
     auto launch = [&](int64_t b, int64_t e, const AdamArgs &args) {
       if (b < e)
         launchAdamBf16<T>(static_cast<const T *>(grad) + b,

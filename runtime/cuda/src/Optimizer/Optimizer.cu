@@ -531,12 +531,8 @@ void elementStep(const zrt_optimizer &o, const zrt_update &u,
       return;
     }
     double lr = 0.0;
-    StepArgs<K> a;
-    static_cast<K &>(a) = R::constants(o, u.schedule, u.step, lr);
-    a.maxGradNorm = u.max_grad_norm;
-    a.divisor = divisor;
-    a.stats = u.stats;
-    a.lossScale = lossScale;
+    StepArgs<K> a = stepArgs(R::constants(o, u.schedule, u.step, lr),
+                             u.max_grad_norm, divisor, u.stats, lossScale);
     auto launch = [&](int64_t b, int64_t e, const StepArgs<K> &args) {
       if (b >= e)
         return;
@@ -661,15 +657,9 @@ void zrt::cuda::adam(int32_t dtype, const void *grad, float *master,
     }
     // The same learning rate and fp32 rounding of the step's constants as
     // zrt_optimizer_step (the step counter is the host's).
-    if (schedule)
-      lr = lrAt(*schedule, lr, beta1, beta2, step);
-    AdamArgs a;
-    static_cast<AdamConstants &>(a) = adamConstants(
-        lr, beta1, beta2, eps, weightDecay, step, biasCorrection != 0);
-    a.maxGradNorm = maxGradNorm;
-    a.divisor = divisor;
-    a.stats = stats;
-    a.lossScale = lossScale;
+    AdamArgs a =
+        adamArgs(lr, beta1, beta2, eps, weightDecay, biasCorrection, step,
+                 schedule, maxGradNorm, divisor, stats, lossScale);
     // Elements [b, e) with the constants of args.
     auto launch = [&](int64_t b, int64_t e, const AdamArgs &args) {
       if (b >= e)

@@ -64,6 +64,34 @@ struct StepArgs : K, GradScaleArgs {};
 /// Adam's step arguments.
 using AdamArgs = StepArgs<AdamConstants>;
 
+/// The step arguments of constants k.
+template <typename K>
+StepArgs<K> stepArgs(const K &k, double maxGradNorm, double divisor,
+                     const float *stats, const float *lossScale) {
+  StepArgs<K> a;
+  static_cast<K &>(a) = k;
+  a.maxGradNorm = maxGradNorm;
+  a.divisor = divisor;
+  a.stats = stats;
+  a.lossScale = lossScale;
+  return a;
+}
+
+/// Adam's step arguments with the learning rate and betas of the schedule
+/// at `step` (the host's step counter), rounded as the CPU rounds them; `lr`
+/// becomes the step's.
+inline AdamArgs adamArgs(double &lr, double beta1, double beta2, double eps,
+                         double weightDecay, int32_t biasCorrection,
+                         int64_t step, const zrt_lr_schedule *schedule,
+                         double maxGradNorm, double divisor, const float *stats,
+                         const float *lossScale) {
+  if (schedule)
+    lr = lrAt(*schedule, lr, beta1, beta2, step);
+  return stepArgs(adamConstants(lr, beta1, beta2, eps, weightDecay, step,
+                                biasCorrection != 0),
+                  maxGradNorm, divisor, stats, lossScale);
+}
+
 /// zrt_clip_coefficient(stats, maxGradNorm) / ((*lossScale) * divisor),
 /// in fp64 as the CPU (device fp64 division and sqrt round correctly).
 __device__ inline float gradScale(const GradScaleArgs &a) {
