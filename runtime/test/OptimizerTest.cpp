@@ -750,3 +750,29 @@ TEST(AdamBf16Test, ParamsAsMastersAndSkip) {
   EXPECT_EQ(param, std::vector<uint16_t>(n, zrt_f32_to_bf16(0.5f)));
   EXPECT_EQ(m, mBefore);
 }
+
+// zrt_optimizer_step refuses, by name, what no launcher updates: a null
+// operand, a kind that is no row, a precision the row does not keep, a
+// whole-tensor optimizer, and a live state that is null.
+TEST(OptimizerStepTest, RefusesWhatItDoesNotUpdate) {
+  std::vector<float> w(4, 0.5f), g(4, 0.1f);
+  zrt_update u = zrt_test::makeUpdate(ZRT_F32, g.data(), w.data(), nullptr,
+                                      nullptr, w.data(), 4, 1, nullptr, nullptr,
+                                      nullptr, 0, 0.0, nullptr, 1.0f, 0);
+  zrt_optimizer lion = zrt_test::lionOptimizer(1e-3, 0.9, 0.99, 0.0);
+  EXPECT_DEATH(zrt_optimizer_step(nullptr, &u), "a null optimizer");
+  EXPECT_DEATH(zrt_optimizer_step(&lion, nullptr), "a null update");
+  zrt_optimizer unknown = lion;
+  unknown.kind = 99;
+  EXPECT_DEATH(zrt_optimizer_step(&unknown, &u), "unknown optimizer kind 99");
+  zrt_optimizer int8Lion = lion;
+  int8Lion.states = 2;
+  EXPECT_DEATH(zrt_optimizer_step(&int8Lion, &u),
+               "lion keeps no states of precision 2");
+  zrt_optimizer muon = lion;
+  muon.kind = 4;
+  EXPECT_DEATH(zrt_optimizer_step(&muon, &u),
+               "muon updates whole tensors, not elements");
+  // Lion's exp_avg is live on every step.
+  EXPECT_DEATH(zrt_optimizer_step(&lion, &u), "zrt_lion: its state 0 is null");
+}
