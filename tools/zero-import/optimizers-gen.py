@@ -60,7 +60,7 @@ HEADER = """\
 
 # Each macro of optimizers.def and what its arguments are: 'id' an
 # identifier, 'int' a decimal integer, 'str' a string literal (adjacent
-# ones concatenated). The rows of the macros the importer does not read are
+# ones concatenated), 'value' a C++ number, true or false. The rows of the macros the importer does not read are
 # still expanded and checked.
 MACROS = {
     "ZRT_OPTIMIZER": ("id", "id", "int", "int", "id", "id", "id", "id"),
@@ -78,12 +78,17 @@ MACROS = {
     "ZRT_OPTIMIZER_PRECISION": ("id", "id", "int", "int"),
     "ZRT_OPTIMIZER_STATE_FACTORED": ("id", "id"),
     "ZRT_OPTIMIZER_LAYOUT_STATES": ("id", "str"),
+    "ZRT_HYPER_PARAM": ("id", "id", "value", "id"),
 }
+
+# The checks a ZRT_HYPER_PARAM row may name.
+CHECKS = ("Any", "Finite", "Positive", "NonNegative", "Unit")
 
 # A ds_config key: a key of `optimizer.params`, or one element of a list
 # there (betas[0]).
 KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?$")
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NUMBER = re.compile(r"^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$")
 
 
 class GenError(Exception):
@@ -147,6 +152,11 @@ def check_args(macro, args):
             if not re.match(r"^[0-9]+$", text):
                 raise GenError("%s: '%s' is not an integer" % (what, text))
             values.append(int(text))
+        elif kind == "value":
+            if not (text in ("true", "false") or NUMBER.match(text)):
+                raise GenError("%s: '%s' is not a number, true or false" % (
+                    what, text))
+            values.append(text)
         else:
             try:
                 value = ast.literal_eval(text) if text.startswith('"') \
@@ -194,9 +204,27 @@ def collect(text, rows):
     precisions = {}     # precision id -> name
     params = {}         # name -> default
     ds_types, torch_types = {}, {}
+    hyper = {}          # name -> (type, default text, check)
     for macro, args in rows:
         values = check_args(macro, args)
         where = "%s(%s)" % (macro, ", ".join(args))
+        if macro == "ZRT_HYPER_PARAM":
+            name, htype, text_default, check = values
+            if name in hyper or name == "lr":
+                raise GenError("%s: a second parameter %s" % (where, name))
+            if check not in CHECKS:
+                raise GenError("%s: the check is one of %s" % (
+                    where, ", ".join(CHECKS)))
+            if htype == "Bool" and text_default not in ("true", "false"):
+                raise GenError("%s: a Bool's default is true or false" %
+                               where)
+            if htype != "Bool" and text_default in ("true", "false"):
+                raise GenError("%s: a %s's default is a number" % (
+                    where, htype))
+            if check != "Any" and htype != "Double":
+                raise GenError("%s: only a Double is checked" % where)
+            hyper[name] = (htype, text_default, check)
+            continue
         if macro == "ZRT_STATE_PRECISION":
             pid, name = values
             if pid in precisions or name in precisions.values():
@@ -245,6 +273,16 @@ def collect(text, rows):
                 raise GenError("%s: a second parameter keyed %s" % (
                     where, key))
             default = default_value(text_default, where)
+            if name != "lr":
+                if name not in hyper:
+                    raise GenError("%s: %s is no ZRT_HYPER_PARAM row before "
+                                   "it" % (where, name))
+                htype, hdefault, _ = hyper[name]
+                if htype in ("Double", "Int", "Bool") and \
+                        default_value(hdefault, where) != default:
+                    raise GenError("%s: the default of %s is %s in its "
+                                   "ZRT_HYPER_PARAM row" % (
+                                       where, name, hdefault))
             if name in params and params[name] != default:
                 raise GenError("%s: the default of %s is %r in an earlier "
                                "row (#zero.optimizer has one)" % (
@@ -274,10 +312,47 @@ def collect(text, rows):
         if not opt["ds_types"] and not opt["torch_types"]:
             raise GenError("%s has no ZRT_OPTIMIZER_DS_TYPE or "
                            "ZRT_OPTIMIZER_TORCH_TYPE row" % name)
-    return kinds, optimizers, params, tuple(precisions.values())
+    return kinds, optimizers, params, tuple(precisions.values()), hyper
 
 
-def write(kinds, optimizers, params, precisions):
+TD_HEADER = """\
+// The OptimizerKind cases and the hyper-parameters of #zero.optimizer, from
+// runtime/include/zero_rt/optimizers.def's ZRT_OPTIMIZER and ZRT_HYPER_PARAM
+// rows. Generated at build time by tools/zero-import/optimizers-gen.py --td;
+// do not edit.
+"""
+
+
+def write_td(kinds, hyper):
+    """The ODS that ZeroOps.td includes: the OptimizerKind enum, numbered
+    as the rows, and Zero_OptimizerHyperParams, one parameter per
+    ZRT_HYPER_PARAM row in order, each with its default."""
+    cases = ", ".join('I32EnumAttrCase<"%s", %d>' % (name, i)
+                      for i, name in enumerate(kinds.values()))
+    lines = [TD_HEADER.rstrip("\n"), "",
+             'def Zero_OptimizerKind : I32EnumAttr<"OptimizerKind", '
+             '"optimizer", [',
+             "    %s]> {" % cases,
+             '  let cppNamespace = "::mlir::zero";', "}", "",
+             "defvar Zero_OptimizerHyperParams = (ins"]
+    params = []
+    for name, (htype, default, _) in hyper.items():
+        if htype == "Double":
+            decl = 'Zero_DefaultDouble<"%s">' % default
+        elif htype == "Bool":
+            decl = 'DefaultValuedParameter<"bool", "%s">' % default
+        elif htype == "Int":
+            decl = 'DefaultValuedParameter<"int64_t", "%s">' % default
+        else:
+            decl = ('DefaultValuedParameter<"::mlir::zero::%s", '
+                    '"static_cast<::mlir::zero::%s>(%s)">' % (
+                        htype, htype, default))
+        params.append("    %s:$%s" % (decl, name))
+    lines.append(",\n".join(params) + ");")
+    return "\n".join(lines) + "\n"
+
+
+def write(kinds, optimizers, params, precisions, hyper):
     """The module: one line per optimizer, so that a change to one is a
     change to its line."""
     lines = [HEADER.rstrip("\n"), "", "", "class Kind:",
@@ -303,6 +378,9 @@ def main():
     p.add_argument("optimizers_def", help="runtime/include/zero_rt/"
                    "optimizers.def")
     p.add_argument("-o", dest="output", required=True)
+    p.add_argument("--td", action="store_true",
+                   help="write the compiler's ODS of the table "
+                        "(ZeroOptimizerTable.td) instead of the module")
     p.add_argument("--cxx", default=os.environ.get("CXX") or "c++",
                    help="the C++ compiler whose preprocessor reads the "
                         "table (default $CXX, else c++)")
@@ -310,7 +388,8 @@ def main():
     try:
         with open(args.optimizers_def) as f:
             text = f.read()
-        out = write(*collect(text, expand(args.optimizers_def, args.cxx)))
+        table = collect(text, expand(args.optimizers_def, args.cxx))
+        out = write_td(table[0], table[4]) if args.td else write(*table)
     except OSError as e:
         print("optimizers-gen: error: %s: %s" % (args.optimizers_def,
                                                  e.strerror), file=sys.stderr)
