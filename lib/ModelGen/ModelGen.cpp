@@ -212,19 +212,23 @@ zero::OptimizerAttr optimizerAttr(MLIRContext *ctx, const Gen &g,
         << g.optimizerStates << "'";
     return {};
   }
+  zero::OptimizerParams p;
+  p.beta1 = asWritten(0.9);
+  p.beta2 = asWritten(beta2);
+  p.eps = asWritten(eps);
+  p.weight_decay = asWritten(wd);
+  p.bias_correction = bc;
+  if (sgd) {
+    p.momentum = asWritten(g.momentum);
+    p.dampening = asWritten(g.dampening);
+    p.nesterov = g.nesterov;
+  }
+  // --lr is both of Muon's halves' (DeepSpeed's shared lr).
+  if (kind == zero::OptimizerKind::muon)
+    p.muon_lr = asWritten(l);
   return zero::OptimizerAttr::getChecked(
       [&] { return emitError(UnknownLoc::get(ctx)) << "--optimizer: "; }, ctx,
-      kind, APFloat(asWritten(l)), APFloat(asWritten(0.9)),
-      APFloat(asWritten(beta2)), APFloat(asWritten(eps)),
-      APFloat(asWritten(wd)), bc, APFloat(sgd ? asWritten(g.momentum) : 0.0),
-      APFloat(sgd ? asWritten(g.dampening) : 0.0), sgd && g.nesterov, *states,
-      // --lr is both of Muon's halves' (DeepSpeed's shared lr).
-      schedule,
-      APFloat(kind == zero::OptimizerKind::muon ? asWritten(l) : 1e-3),
-      APFloat(0.95), true, int64_t(5), APFloat(3.4445), APFloat(-4.775),
-      APFloat(2.0315), APFloat(1e-7), zero::MuonAdjustLr::original,
-      APFloat(-0.8), APFloat(-1.0), APFloat(1e-3), APFloat(1.0), false,
-      g.bf16Masters);
+      kind, asWritten(l), p, *states, schedule, g.bf16Masters);
 }
 
 /// The precision of a step: --dtype with DeepSpeed's loss-scaler defaults.

@@ -156,54 +156,17 @@ LogicalResult ApplyDeepSpeedConfigPass::apply(TrainStepOp step) {
   OptimizerAttr opt = step.getOptimizer();
   struct OptParams {
     OptimizerKind kind;
-    APFloat lr, beta1, beta2, eps, weightDecay;
-    bool biasCorrection;
-    APFloat momentum, dampening;
-    bool nesterov;
+    double lr;
+    OptimizerParams params;
     StatePrecision states;
     LrScheduleAttr schedule;
-    APFloat muonLr, muonMomentum;
-    bool muonNesterov;
-    int64_t nsSteps;
-    APFloat nsA, nsB, nsC, nsEps;
-    MuonAdjustLr adjustLrFn;
-    APFloat beta2Decay, eps1, eps2, d;
-    bool maximize;
     bool bf16Masters;
-  } o{opt.getKind(),
-      opt.getLr(),
-      opt.getBeta1(),
-      opt.getBeta2(),
-      opt.getEps(),
-      opt.getWeightDecay(),
-      opt.getBiasCorrection(),
-      opt.getMomentum(),
-      opt.getDampening(),
-      opt.getNesterov(),
-      opt.getStates(),
-      opt.getSchedule(),
-      opt.getMuonLr(),
-      opt.getMuonMomentum(),
-      opt.getMuonNesterov(),
-      opt.getNsSteps(),
-      opt.getNsA(),
-      opt.getNsB(),
-      opt.getNsC(),
-      opt.getNsEps(),
-      opt.getAdjustLrFn(),
-      opt.getBeta2Decay(),
-      opt.getEps1(),
-      opt.getEps2(),
-      opt.getD(),
-      opt.getMaximize(),
-      opt.getBf16Masters()};
+  } o{opt.getKind(),     opt.getLr().convertToDouble(),
+      opt.getParams(),   opt.getStates(),
+      opt.getSchedule(), opt.getBf16Masters()};
   auto makeOpt = [&](auto emitError, const OptParams &p) {
-    return OptimizerAttr::getChecked(
-        emitError, ctx, p.kind, p.lr, p.beta1, p.beta2, p.eps, p.weightDecay,
-        p.biasCorrection, p.momentum, p.dampening, p.nesterov, p.states,
-        p.schedule, p.muonLr, p.muonMomentum, p.muonNesterov, p.nsSteps, p.nsA,
-        p.nsB, p.nsC, p.nsEps, p.adjustLrFn, p.beta2Decay, p.eps1, p.eps2, p.d,
-        p.maximize, p.bf16Masters);
+    return OptimizerAttr::getChecked(emitError, ctx, p.kind, p.lr, p.params,
+                                     p.states, p.schedule, p.bf16Masters);
   };
   // The file's optimizer, and the train step's values of what it does not
   // read (Lion's eps and bias_correction, SGD's betas, Adam's momentum)
@@ -213,92 +176,64 @@ LogicalResult ApplyDeepSpeedConfigPass::apply(TrainStepOp step) {
     if (std::optional<OptimizerKind> kind =
             symbolizeOptimizerKind(*cfg->optimizer.value))
       o.kind = *kind;
-  if (!hasOptimizerParam(o.kind, "beta1"))
-    o.beta1 = APFloat(0.9);
-  if (!hasOptimizerParam(o.kind, "beta2"))
-    o.beta2 = APFloat(0.999);
-  if (!hasOptimizerParam(o.kind, "eps"))
-    o.eps = APFloat(1e-8);
-  if (!hasOptimizerParam(o.kind, "bias_correction"))
-    o.biasCorrection = true;
-  if (!hasOptimizerParam(o.kind, "momentum"))
-    o.momentum = APFloat(0.0);
-  if (!hasOptimizerParam(o.kind, "dampening"))
-    o.dampening = APFloat(0.0);
-  if (!hasOptimizerParam(o.kind, "nesterov"))
-    o.nesterov = false;
-  if (!hasOptimizerParam(o.kind, "muon_lr")) {
-    o.muonLr = APFloat(1e-3);
-    o.muonMomentum = APFloat(0.95);
-    o.muonNesterov = true;
-    o.nsSteps = 5;
-    o.nsA = APFloat(3.4445);
-    o.nsB = APFloat(-4.775);
-    o.nsC = APFloat(2.0315);
-    o.nsEps = APFloat(1e-7);
-    o.adjustLrFn = MuonAdjustLr::original;
-  }
-  if (!hasOptimizerParam(o.kind, "beta2_decay")) {
-    o.beta2Decay = APFloat(-0.8);
-    o.eps1 = APFloat(-1.0);
-    o.eps2 = APFloat(1e-3);
-    o.d = APFloat(1.0);
-    o.maximize = false;
-  }
+  for (StringRef name : getOptimizerHyperParams())
+    if (!hasOptimizerParam(o.kind, name))
+      o.params.reset(name);
   // The class the file names defaults otherwise than the train step for
   // what the file leaves out (the table's ZRT_OPTIMIZER_DS_DEFAULT rows):
   // torch.optim.Adafactor, and DeepSpeed's MuonWithAuxAdam. Their other
   // parameters start at #zero.optimizer's defaults.
   auto dsDefault = [&](StringRef name) {
-    return APFloat(*getDeepSpeedOptimizerDefault(o.kind, name));
+    return *getDeepSpeedOptimizerDefault(o.kind, name);
   };
   bool fileAdafactor =
       cfg->optimizer.value && o.kind == OptimizerKind::adafactor;
   if (fileAdafactor) {
     o.lr = dsDefault("lr");
-    o.weightDecay = dsDefault("weight_decay");
-    o.beta2Decay = APFloat(-0.8);
-    o.eps1 = APFloat(-1.0);
-    o.eps2 = APFloat(1e-3);
-    o.d = APFloat(1.0);
-    o.maximize = false;
+    o.params.weight_decay = dsDefault("weight_decay");
+    for (StringRef name : {"beta2_decay", "eps1", "eps2", "d", "maximize"})
+      o.params.reset(name);
   }
   bool fileMuon = cfg->optimizer.value && o.kind == OptimizerKind::muon;
   if (fileMuon) {
     o.lr = dsDefault("lr");
-    o.muonLr = dsDefault("muon_lr");
-    o.muonMomentum = APFloat(0.95);
-    o.beta1 = APFloat(0.9);
-    o.beta2 = dsDefault("beta2");
-    o.eps = dsDefault("eps");
-    o.weightDecay = APFloat(0.0);
+    o.params.muon_lr = dsDefault("muon_lr");
+    o.params.reset("muon_momentum");
+    o.params.reset("beta1");
+    o.params.beta2 = dsDefault("beta2");
+    o.params.eps = dsDefault("eps");
+    o.params.weight_decay = 0.0;
   }
   OptParams newOpt = o;
+  auto takeRow = [&](const auto &v, StringRef name, const OptParams &from) {
+    return takeParam(v, from, newOpt, name, makeOpt);
+  };
   bool ok = take(cfg->lr, o, newOpt, &OptParams::lr, makeOpt);
   if (fileMuon) {
     // `lr` is both halves'; muon_lr and adam_lr override it for theirs.
-    ok &= take(cfg->lr, o, newOpt, &OptParams::muonLr, makeOpt);
-    ok &= take(cfg->muonLr, o, newOpt, &OptParams::muonLr, makeOpt);
+    ok &= takeRow(cfg->lr, "muon_lr", o);
+    ok &= takeRow(cfg->muonLr, "muon_lr", o);
     ok &= take(cfg->adamLr, o, newOpt, &OptParams::lr, makeOpt);
-    ok &= take(cfg->muonMomentum, o, newOpt, &OptParams::muonMomentum, makeOpt);
+    ok &= takeRow(cfg->muonMomentum, "muon_momentum", o);
   }
-  ok &= take(cfg->beta2Decay, o, newOpt, &OptParams::beta2Decay, makeOpt);
-  ok &= take(cfg->eps1, o, newOpt, &OptParams::eps1, makeOpt);
-  ok &= take(cfg->eps2, o, newOpt, &OptParams::eps2, makeOpt);
-  ok &= take(cfg->d, o, newOpt, &OptParams::d, makeOpt);
-  ok &= take(cfg->maximize, o, newOpt, &OptParams::maximize, makeOpt);
-  ok &= take(cfg->beta1, o, newOpt, &OptParams::beta1, makeOpt);
-  ok &= take(cfg->beta2, o, newOpt, &OptParams::beta2, makeOpt);
-  ok &= take(cfg->eps, o, newOpt, &OptParams::eps, makeOpt);
-  ok &= take(cfg->weightDecay, o, newOpt, &OptParams::weightDecay, makeOpt);
-  ok &=
-      take(cfg->biasCorrection, o, newOpt, &OptParams::biasCorrection, makeOpt);
-  ok &= take(cfg->momentum, o, newOpt, &OptParams::momentum, makeOpt);
-  ok &= take(cfg->dampening, o, newOpt, &OptParams::dampening, makeOpt);
+  ok &= takeRow(cfg->beta2Decay, "beta2_decay", o);
+  ok &= takeRow(cfg->eps1, "eps1", o);
+  ok &= takeRow(cfg->eps2, "eps2", o);
+  ok &= takeRow(cfg->d, "d", o);
+  ok &= takeRow(cfg->maximize, "maximize", o);
+  ok &= takeRow(cfg->beta1, "beta1", o);
+  ok &= takeRow(cfg->beta2, "beta2", o);
+  ok &= takeRow(cfg->eps, "eps", o);
+  ok &= takeRow(cfg->weightDecay, "weight_decay", o);
+  ok &= takeRow(cfg->biasCorrection, "bias_correction", o);
+  ok &= takeRow(cfg->momentum, "momentum", o);
+  ok &= takeRow(cfg->dampening, "dampening", o);
+  // The rows whose keys the reader takes by their type alone.
+  for (const auto &[name, v] : cfg->hyperParams)
+    ok &= takeRow(v, name, o);
   // Nesterov is checked with the file's momentum and dampening (it needs
   // a momentum and no dampening).
-  ok &= take(cfg->nesterov, OptParams(newOpt), newOpt, &OptParams::nesterov,
-             makeOpt);
+  ok &= takeRow(cfg->nesterov, "nesterov", OptParams(newOpt));
   if (schedule)
     newOpt.schedule = schedule;
 

@@ -157,6 +157,21 @@ struct ApplyDeepSpeedConfigPass
     return true;
   }
 
+  /// As `take`, for the optimizer hyper-parameter `name` (a
+  /// ZRT_HYPER_PARAM row) of `Params::params`.
+  template <typename Params, typename T, typename Make>
+  bool takeParam(const DeepSpeedValue<T> &v, const Params &original,
+                 Params &result, StringRef name, Make make) {
+    if (!v.value)
+      return true;
+    Params alone = original;
+    alone.params.set(name, double(*v.value));
+    if (!make([&] { return errorAt(v); }, alone))
+      return false;
+    result.params.set(name, double(*v.value));
+    return true;
+  }
+
   LogicalResult apply(TrainStepOp step);
 
   std::shared_ptr<const DeepSpeedConfig> cfg;

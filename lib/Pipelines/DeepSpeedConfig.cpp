@@ -88,6 +88,9 @@ public:
 
   bool has(StringRef key) const { return obj.get(key) != nullptr; }
 
+  /// Whether a read above has taken `key`.
+  bool wasRead(StringRef key) const { return seen.contains(key); }
+
   /// The value at `key` without reading it (another read takes it).
   const json::Value *peek(StringRef key) const { return obj.get(key); }
 
@@ -618,6 +621,26 @@ void readOptimizer(Section &o, DeepSpeedConfig &cfg) {
     p.boolean("torch_adam");
     cfg.biasCorrection = p.boolean("bias_correction");
     p.acceptIfOff("amsgrad");
+    // The rows that no read above takes, by their type: a new optimizer's
+    // hyper-parameters need no code here.
+    if (type)
+      for (const zrt::optimizers::Param &row : zrt::optimizers::kParams) {
+        StringRef key(row.key.data(), row.key.size());
+        if (row.kind != *type || key.empty() || key.contains('[') ||
+            p.wasRead(key) || !p.has(key))
+          continue;
+        DeepSpeedValue<double> v;
+        if (isBoolHyperParam(row.name)) {
+          DeepSpeedValue<bool> b = p.boolean(key);
+          v.line = b.line;
+          v.column = b.column;
+          if (b.value)
+            v.value = *b.value ? 1.0 : 0.0;
+        } else {
+          v = p.number(key);
+        }
+        cfg.hyperParams.emplace_back(row.name, v);
+      }
   });
   if (type) {
     Position at = o.place("type");

@@ -90,15 +90,9 @@ inline GroupKey groupOf(const TuneConfig &c) {
 
 /// `opt` with its states in `states`.
 inline OptimizerAttr withStates(OptimizerAttr opt, StatePrecision states) {
-  return OptimizerAttr::get(
-      opt.getContext(), opt.getKind(), opt.getLr(), opt.getBeta1(),
-      opt.getBeta2(), opt.getEps(), opt.getWeightDecay(),
-      opt.getBiasCorrection(), opt.getMomentum(), opt.getDampening(),
-      opt.getNesterov(), states, opt.getSchedule(), opt.getMuonLr(),
-      opt.getMuonMomentum(), opt.getMuonNesterov(), opt.getNsSteps(),
-      opt.getNsA(), opt.getNsB(), opt.getNsC(), opt.getNsEps(),
-      opt.getAdjustLrFn(), opt.getBeta2Decay(), opt.getEps1(), opt.getEps2(),
-      opt.getD(), opt.getMaximize(), opt.getBf16Masters());
+  return OptimizerAttr::get(opt.getContext(), opt.getKind(),
+                            opt.getLr().convertToDouble(), opt.getParams(),
+                            states, opt.getSchedule(), opt.getBf16Masters());
 }
 
 /// The divisors of `n` strictly between 1 and `n`, ascending.

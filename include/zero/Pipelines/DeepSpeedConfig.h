@@ -81,6 +81,10 @@ struct DeepSpeedConfig {
   /// first may be null, torch's None: -1 here), `d` and `maximize`.
   DeepSpeedValue<double> beta2Decay, eps1, eps2, d;
   DeepSpeedValue<bool> maximize;
+  /// The values of the optimizer's other ZRT_OPTIMIZER_PARAM rows whose
+  /// key is a plain name, read by their row's type (a number, or a boolean
+  /// for a Bool row), by #zero.optimizer parameter name.
+  std::vector<std::pair<std::string, DeepSpeedValue<double>>> hyperParams;
   /// zero_allow_untested_optimizer: DeepSpeed's leave for a torch.optim
   /// optimizer (SGD) at stages 1-3.
   DeepSpeedValue<bool> allowUntestedOptimizer;

@@ -1,16 +1,15 @@
 """Checks runtime/include/zero_rt/optimizers.def against what it cannot
 generate.
 
-ODS cannot include the table, so the compiler's enums and the
-#zero.optimizer parameters are spelled in ZeroOps.td as well; the compiler
-checks the cases when it compiles (lib/Dialect/Zero/IR/Optimizers.cpp),
-and this script checks the rest, on the sources alone:
+The build writes the compiler's OptimizerKind cases and #zero.optimizer's
+hyper-parameters from the table (ZeroOptimizerTable.td); BufferKind is still
+spelled in ZeroOps.td, whose cases the compiler checks when it compiles
+(lib/Dialect/Zero/IR/Optimizers.cpp). This script checks the rest, on the
+sources alone:
 
-- OptimizerKind's cases are the ZRT_OPTIMIZER rows' names, numbered 0.. in
-  the table's order;
 - every ZRT_OPTIMIZER_BUFFER is a BufferKind case;
-- every ZRT_OPTIMIZER_PARAM is a #zero.optimizer parameter with the same
-  default ("" for one without);
+- every ZRT_OPTIMIZER_PARAM but `lr` (ZeroOps.td's own) is a ZRT_HYPER_PARAM
+  row with the same default (an enum's by its case in ZeroOps.td);
 - every update entry is a ZRT_CTX row of abi.def;
 - a row's bytes are the sum of its ZRT_OPTIMIZER_STATE rows (with
   ZRT_OPTIMIZER_STATE_PART rows, the larger part's sum), and every state
@@ -51,18 +50,22 @@ def enum_cases(td, name):
             re.findall(r'I32EnumAttrCase<"(\w+)",\s*(\d+)>', m.group(1))]
 
 
-def optimizer_params(td):
-    m = re.search(r'def Zero_OptimizerAttr\b.*?let parameters = \(ins(.*?)\);',
-                  td, flags=re.S)
-    params = {}
-    if not m:
-        return params
-    for decl, name in re.findall(r'\s*(.*?):\$(\w+)', m.group(1),
-                                 flags=re.S):
-        default = re.search(r'Default\w*<(?:"[^"]*",\s*)?"([^"]*)">', decl)
-        # An enum's default is its case ("::mlir::zero::E::case").
-        params[name] = default.group(1).split("::")[-1] if default else ""
-    return params
+def hyper_params(table, td):
+    """The ZRT_HYPER_PARAM rows' defaults by name, an enum's as its case."""
+    out = {}
+    for name, htype, default, _ in rows(table, "ZRT_HYPER_PARAM"):
+        if htype not in ("Double", "Bool", "Int"):
+            cases = dict((v, c) for c, v in enum_cases(td, htype) or [])
+            default = cases.get(int(default), default)
+        out[name] = default
+    return out
+
+
+def same_default(a, b):
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a == b
 
 
 def main(defPath, tdPath, abiPath):
@@ -78,26 +81,23 @@ def main(defPath, tdPath, abiPath):
     parts = rows(table, "ZRT_OPTIMIZER_STATE_PART")
     factored = rows(table, "ZRT_OPTIMIZER_STATE_FACTORED")
 
-    kinds = enum_cases(td, "OptimizerKind") or []
-    names = [r[1] for r in optimizers]
-    if kinds != [(n, i) for i, n in enumerate(names)]:
-        problems.append("OptimizerKind's cases %s are not the table's %s" %
-                        ([c for c, _ in kinds], names))
     bufferCases = [c for c, _ in enum_cases(td, "BufferKind") or []]
     for _, key in buffers:
         if key not in bufferCases:
             problems.append("buffer %s is not a BufferKind case" % key)
-    attr = optimizer_params(td)
+    hyper = hyper_params(table, td)
     ids = {r[0]: r[1] for r in optimizers}
     for id, name, key, default in params:
         default = default.strip('"')
-        if name not in attr:
-            problems.append("%s's parameter %s is not a #zero.optimizer "
-                            "parameter" % (ids.get(id, id), name))
-        elif attr[name] != default:
-            problems.append("%s's parameter %s defaults to '%s', "
-                            "#zero.optimizer's to '%s'" %
-                            (ids.get(id, id), name, default, attr[name]))
+        if name == "lr":
+            continue
+        if name not in hyper:
+            problems.append("%s's parameter %s is no ZRT_HYPER_PARAM row" %
+                            (ids.get(id, id), name))
+        elif not same_default(hyper[name], default):
+            problems.append("%s's parameter %s defaults to '%s', its "
+                            "ZRT_HYPER_PARAM row to '%s'" %
+                            (ids.get(id, id), name, default, hyper[name]))
     ctx = set(re.findall(r"ZRT_CTX\((\w+),", abi))
     bufferIds = {r[0] for r in buffers}
     for id, name, decoupled, bytes, *entries in optimizers:

@@ -57,32 +57,48 @@ static table::Kind toTable(OptimizerKind kind) {
 
 std::optional<double> mlir::zero::getOptimizerParamValue(OptimizerAttr opt,
                                                          StringRef name) {
-  auto d = [](const APFloat &v) { return v.convertToDouble(); };
-  return llvm::StringSwitch<std::optional<double>>(name)
-      .Case("lr", d(opt.getLr()))
-      .Case("beta1", d(opt.getBeta1()))
-      .Case("beta2", d(opt.getBeta2()))
-      .Case("eps", d(opt.getEps()))
-      .Case("weight_decay", d(opt.getWeightDecay()))
-      .Case("bias_correction", opt.getBiasCorrection() ? 1.0 : 0.0)
-      .Case("momentum", d(opt.getMomentum()))
-      .Case("dampening", d(opt.getDampening()))
-      .Case("nesterov", opt.getNesterov() ? 1.0 : 0.0)
-      .Case("muon_lr", d(opt.getMuonLr()))
-      .Case("muon_momentum", d(opt.getMuonMomentum()))
-      .Case("muon_nesterov", opt.getMuonNesterov() ? 1.0 : 0.0)
-      .Case("ns_steps", double(opt.getNsSteps()))
-      .Case("ns_a", d(opt.getNsA()))
-      .Case("ns_b", d(opt.getNsB()))
-      .Case("ns_c", d(opt.getNsC()))
-      .Case("ns_eps", d(opt.getNsEps()))
-      .Case("adjust_lr_fn", double(static_cast<int>(opt.getAdjustLrFn())))
-      .Case("beta2_decay", d(opt.getBeta2Decay()))
-      .Case("eps1", d(opt.getEps1()))
-      .Case("eps2", d(opt.getEps2()))
-      .Case("d", d(opt.getD()))
-      .Case("maximize", opt.getMaximize() ? 1.0 : 0.0)
-      .Default(std::nullopt);
+  if (name == "lr")
+    return opt.getLr().convertToDouble();
+  return opt.getParams().get(name);
+}
+
+ArrayRef<StringRef> mlir::zero::getOptimizerHyperParams() {
+  static const StringRef names[] = {
+#define ZRT_HYPER_PARAM(name, type, default, check) #name,
+#include "zero_rt/optimizers.def"
+  };
+  return names;
+}
+
+bool mlir::zero::isBoolHyperParam(StringRef name) {
+#define ZRT_HYPER_PARAM(row, type, default, check)                             \
+  if (name == #row)                                                            \
+    return std::is_same_v<detail::HyperParam##type, bool>;
+#include "zero_rt/optimizers.def"
+  return false;
+}
+
+std::optional<double> OptimizerParams::get(StringRef name) const {
+#define ZRT_HYPER_PARAM(row, type, default, check)                             \
+  if (name == #row)                                                            \
+    return detail::hyperParamToDouble(row);
+#include "zero_rt/optimizers.def"
+  return std::nullopt;
+}
+
+bool OptimizerParams::set(StringRef name, double value) {
+#define ZRT_HYPER_PARAM(row, type, default, check)                             \
+  if (name == #row) {                                                          \
+    row = detail::hyperParamFromDouble<detail::HyperParam##type>(value);       \
+    return true;                                                               \
+  }
+#include "zero_rt/optimizers.def"
+  return false;
+}
+
+bool OptimizerParams::reset(StringRef name) {
+  std::optional<double> value = OptimizerParams().get(name);
+  return value && set(name, *value);
 }
 
 bool mlir::zero::hasOptimizerState(OptimizerAttr opt, BufferKind buffer) {

@@ -447,106 +447,143 @@ verifyAdafactorParams(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-LogicalResult OptimizerAttr::verify(
-    function_ref<InFlightDiagnostic()> emitError, OptimizerKind kind,
-    APFloat lrF, APFloat beta1F, APFloat beta2F, APFloat epsF,
-    APFloat weightDecayF, bool biasCorrection, APFloat momentumF,
-    APFloat dampeningF, bool nesterov, StatePrecision states,
-    LrScheduleAttr schedule, APFloat muonLrF, APFloat muonMomentumF,
-    bool muonNesterov, int64_t nsSteps, APFloat nsAF, APFloat nsBF,
-    APFloat nsCF, APFloat nsEpsF, MuonAdjustLr adjustLrFn, APFloat beta2DecayF,
-    APFloat eps1F, APFloat eps2F, APFloat dF, bool maximize, bool bf16Masters) {
-  double beta2Decay = beta2DecayF.convertToDouble(),
-         eps1 = eps1F.convertToDouble(), eps2 = eps2F.convertToDouble(),
-         d = dF.convertToDouble();
-  if (failed(verifyAdafactorParams(emitError, beta2Decay, eps1, eps2, d)))
-    return failure();
+namespace {
+/// A row's value as OptimizerParams keeps it, from the attribute's
+/// parameter, and back.
+double toParam(const APFloat &v) { return v.convertToDouble(); }
+template <typename T>
+T toParam(T v) {
+  return v;
+}
+template <typename Arg, typename T>
+Arg toArg(T v) {
+  if constexpr (std::is_same_v<Arg, APFloat>)
+    return APFloat(double(v));
+  else
+    return v;
+}
+} // namespace
+
+/// The check of a ZRT_HYPER_PARAM row (optimizers.def) on `value`, which
+/// holds whatever the kind.
+static LogicalResult
+checkHyperParam(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                StringRef check, double value) {
+  StringRef must;
+  if (check == "Finite" && !std::isfinite(value))
+    must = "finite";
+  else if (check == "Positive" && (!(value > 0.0) || !std::isfinite(value)))
+    must = "positive";
+  else if (check == "NonNegative" && (!(value >= 0.0) || !std::isfinite(value)))
+    must = ">= 0";
+  else if (check == "Unit" && !(value >= 0.0 && value < 1.0))
+    must = "in [0, 1)";
+  if (must.empty())
+    return success();
+  return emitError() << "optimizer " << name << " must be " << must << ", got "
+                     << value;
+}
+
+/// Each ZRT_HYPER_PARAM row's own range, as the frameworks check their
+/// constructors' arguments.
+static LogicalResult
+checkHyperParams(function_ref<InFlightDiagnostic()> emitError,
+                 const OptimizerParams &p) {
+  static const std::pair<StringRef, StringRef> checks[] = {
+#define ZRT_HYPER_PARAM(name, type, default, check) {#name, #check},
+#include "zero_rt/optimizers.def"
+  };
+  for (auto [name, check] : checks)
+    if (failed(checkHyperParam(emitError, name, check, *p.get(name))))
+      return failure();
+  return success();
+}
+
+LogicalResult
+OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      OptimizerKind kind, APFloat lrF,
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  detail::HyperParamArg##type name,
+#include "zero_rt/optimizers.def"
+                      StatePrecision states, LrScheduleAttr schedule,
+                      bool bf16Masters) {
+  OptimizerParams p;
+#define ZRT_HYPER_PARAM(name, type, default, check) p.name = toParam(name);
+#include "zero_rt/optimizers.def"
+  double lr = lrF.convertToDouble();
+  if (!(lr > 0.0) || !std::isfinite(lr))
+    return emitError() << "optimizer lr must be positive, got " << lr;
   if (bf16Masters && !hasBf16MasterUpdate(kind, states))
     return emitError() << "optimizer bf16_masters is implemented for adam "
                           "and adamw with f32 or bf16 states, got "
                        << stringifyOptimizerKind(kind) << " with "
                        << stringifyStatePrecision(states) << " states";
-  double lr = lrF.convertToDouble(), beta1 = beta1F.convertToDouble(),
-         beta2 = beta2F.convertToDouble(), eps = epsF.convertToDouble(),
-         weightDecay = weightDecayF.convertToDouble(),
-         momentum = momentumF.convertToDouble(),
-         dampening = dampeningF.convertToDouble(),
-         muonLr = muonLrF.convertToDouble(),
-         muonMomentum = muonMomentumF.convertToDouble(),
-         nsA = nsAF.convertToDouble(), nsB = nsBF.convertToDouble(),
-         nsC = nsCF.convertToDouble(), nsEps = nsEpsF.convertToDouble();
-  if (!(lr > 0.0) || !std::isfinite(lr))
-    return emitError() << "optimizer lr must be positive, got " << lr;
-  if (!(beta1 >= 0.0 && beta1 < 1.0))
-    return emitError() << "optimizer beta1 must be in [0, 1), got " << beta1;
-  if (!(beta2 >= 0.0 && beta2 < 1.0))
-    return emitError() << "optimizer beta2 must be in [0, 1), got " << beta2;
-  if (!(eps > 0.0))
-    return emitError() << "optimizer eps must be positive, got " << eps;
-  if (!(weightDecay >= 0.0))
-    return emitError() << "optimizer weight_decay must be >= 0, got "
-                       << weightDecay;
-  // torch.optim.SGD's checks.
-  if (!(momentum >= 0.0) || !std::isfinite(momentum))
-    return emitError() << "optimizer momentum must be >= 0, got " << momentum;
-  if (!std::isfinite(dampening))
-    return emitError() << "optimizer dampening must be finite, got "
-                       << dampening;
-  if (nesterov && (!(momentum > 0.0) || dampening != 0.0))
+  if (failed(checkHyperParams(emitError, p)))
+    return failure();
+  // The rules that read several values. torch.optim.SGD's:
+  if (p.nesterov && (!(p.momentum > 0.0) || p.dampening != 0.0))
     return emitError() << "optimizer nesterov requires a momentum > 0 and "
                           "zero dampening, got momentum "
-                       << momentum << " and dampening " << dampening;
-  // torch.optim.Muon's checks (its ns_steps below 100), and a positive
-  // muon_lr and ns_eps, which zrt_muon divides by or steps with.
-  if (!(muonLr > 0.0) || !std::isfinite(muonLr))
-    return emitError() << "optimizer muon_lr must be positive, got " << muonLr;
-  if (!(muonMomentum >= 0.0 && muonMomentum < 1.0))
-    return emitError() << "optimizer muon_momentum must be in [0, 1), got "
-                       << muonMomentum;
-  if (nsSteps < 1 || nsSteps >= 100)
+                       << p.momentum << " and dampening " << p.dampening;
+  // torch.optim.Muon's ns_steps below 100.
+  if (p.ns_steps < 1 || p.ns_steps >= 100)
     return emitError() << "optimizer ns_steps must be in [1, 100), got "
-                       << nsSteps;
-  if (!std::isfinite(nsA) || !std::isfinite(nsB) || !std::isfinite(nsC))
+                       << p.ns_steps;
+  if (!std::isfinite(p.ns_a) || !std::isfinite(p.ns_b) ||
+      !std::isfinite(p.ns_c))
     return emitError() << "optimizer ns_a, ns_b and ns_c must be finite";
-  if (!(nsEps > 0.0) || !std::isfinite(nsEps))
-    return emitError() << "optimizer ns_eps must be positive, got " << nsEps;
+  if (failed(
+          verifyAdafactorParams(emitError, p.beta2_decay, p.eps1, p.eps2, p.d)))
+    return failure();
   // A parameter the optimizer does not read (optimizers.def) keeps its
   // default, so that the attribute never says what does not happen.
-  struct Unread {
-    StringLiteral name;
-    double value, defaultValue;
-  };
-  for (const Unread &u :
-       {Unread{"beta1", beta1, 0.9}, Unread{"beta2", beta2, 0.999},
-        Unread{"eps", eps, 1e-8}, Unread{"momentum", momentum, 0.0},
-        Unread{"dampening", dampening, 0.0}, Unread{"muon_lr", muonLr, 1e-3},
-        Unread{"muon_momentum", muonMomentum, 0.95},
-        Unread{"ns_steps", double(nsSteps), 5.0}, Unread{"ns_a", nsA, 3.4445},
-        Unread{"ns_b", nsB, -4.775}, Unread{"ns_c", nsC, 2.0315},
-        Unread{"ns_eps", nsEps, 1e-7},
-        Unread{"adjust_lr_fn", double(adjustLrFn), 0.0},
-        Unread{"beta2_decay", beta2Decay, -0.8}, Unread{"eps1", eps1, -1.0},
-        Unread{"eps2", eps2, 1e-3}, Unread{"d", d, 1.0}})
-    if (!hasOptimizerParam(kind, u.name) && u.value != u.defaultValue)
-      return emitError() << "optimizer " << stringifyOptimizerKind(kind)
-                         << " has no " << u.name << ", got " << u.value;
-  if (!hasOptimizerParam(kind, "bias_correction") && !biasCorrection)
-    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
-                       << " has no bias_correction";
-  if (!hasOptimizerParam(kind, "nesterov") && nesterov)
-    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
-                       << " has no nesterov";
-  if (!hasOptimizerParam(kind, "maximize") && maximize)
-    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
-                       << " has no maximize";
-  if (!hasOptimizerParam(kind, "muon_nesterov") && !muonNesterov)
-    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
-                       << " has no muon_nesterov";
+  OptimizerParams defaults;
+  for (StringRef name : getOptimizerHyperParams()) {
+    double value = *p.get(name);
+    if (hasOptimizerParam(kind, name) || value == *defaults.get(name))
+      continue;
+    InFlightDiagnostic d = emitError();
+    d << "optimizer " << stringifyOptimizerKind(kind) << " has no " << name;
+    if (!isBoolHyperParam(name))
+      d << ", got " << value;
+    return d;
+  }
   if (!hasOptimizerStatePrecision(kind, states))
     return emitError() << "optimizer " << stringifyOptimizerKind(kind)
                        << " has no " << stringifyStatePrecision(states)
                        << " states";
   return success();
+}
+
+OptimizerParams OptimizerAttr::getParams() const {
+  OptimizerParams p;
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  p.name = toParam(getImpl()->name);
+#include "zero_rt/optimizers.def"
+  return p;
+}
+
+OptimizerAttr OptimizerAttr::get(MLIRContext *ctx, OptimizerKind kind,
+                                 double lr, const OptimizerParams &p,
+                                 StatePrecision states, LrScheduleAttr schedule,
+                                 bool bf16Masters) {
+  return get(ctx, kind, APFloat(lr),
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  toArg<detail::HyperParamArg##type>(p.name),
+#include "zero_rt/optimizers.def"
+             states, schedule, bf16Masters);
+}
+
+OptimizerAttr
+OptimizerAttr::getChecked(function_ref<InFlightDiagnostic()> emitError,
+                          MLIRContext *ctx, OptimizerKind kind, double lr,
+                          const OptimizerParams &p, StatePrecision states,
+                          LrScheduleAttr schedule, bool bf16Masters) {
+  return getChecked(emitError, ctx, kind, APFloat(lr),
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  toArg<detail::HyperParamArg##type>(p.name),
+#include "zero_rt/optimizers.def"
+                    states, schedule, bf16Masters);
 }
 
 LogicalResult LoggingAttr::verify(function_ref<InFlightDiagnostic()> emitError,

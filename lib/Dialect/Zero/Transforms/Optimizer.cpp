@@ -153,14 +153,11 @@ struct ZeroOptimizerPass
                            << bf16Masters << "'";
       bf16 = bf16Masters == "true";
     }
+    OptimizerParams params = opt.getParams();
+    params.bias_correction = bias;
     OptimizerAttr updated = OptimizerAttr::getChecked(
-        emitError, ctx, opt.getKind(), opt.getLr(), opt.getBeta1(),
-        opt.getBeta2(), opt.getEps(), opt.getWeightDecay(), bias,
-        opt.getMomentum(), opt.getDampening(), opt.getNesterov(), states, sched,
-        opt.getMuonLr(), opt.getMuonMomentum(), opt.getMuonNesterov(),
-        opt.getNsSteps(), opt.getNsA(), opt.getNsB(), opt.getNsC(),
-        opt.getNsEps(), opt.getAdjustLrFn(), opt.getBeta2Decay(), opt.getEps1(),
-        opt.getEps2(), opt.getD(), opt.getMaximize(), bf16);
+        emitError, ctx, opt.getKind(), opt.getLr().convertToDouble(), params,
+        states, sched, bf16);
     if (!updated)
       return failure();
     step.setOptimizerAttr(updated);

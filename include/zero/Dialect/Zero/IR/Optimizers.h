@@ -15,6 +15,7 @@
 
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -69,6 +70,9 @@ int64_t getOptimizerStateBytes(OptimizerAttr opt, int64_t numel);
 std::optional<double> getOptimizerParamValue(OptimizerAttr opt,
                                              llvm::StringRef name);
 
+/// The names of #zero.optimizer's hyper-parameters besides `lr`, one per
+/// ZRT_HYPER_PARAM row, in the table's order.
+llvm::ArrayRef<llvm::StringRef> getOptimizerHyperParams();
 /// Whether `buffer` is a state of some optimizer.
 bool isOptimizerState(BufferKind buffer);
 

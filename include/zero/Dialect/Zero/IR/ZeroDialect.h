@@ -42,6 +42,9 @@ constexpr int64_t kArenaAlignment = ZRT_ARENA_ALIGNMENT;
 
 #include "zero/Dialect/Zero/IR/ZeroEnums.h.inc"
 
+// Before the attributes: #zero.optimizer is built from it.
+#include "zero/Dialect/Zero/IR/OptimizerParams.h"
+
 // Before the dialect: its discardable-attribute helpers name these classes.
 #define GET_ATTRDEF_CLASSES
 #include "zero/Dialect/Zero/IR/ZeroAttrs.h.inc"

@@ -100,16 +100,6 @@ def Zero_InitKind : I32EnumAttr<"InitKind", "parameter initializer", [
 }
 def Zero_InitKindAttr : EnumAttr<Zero_Dialect, Zero_InitKind, "init">;
 
-// The cases of runtime/include/zero_rt/optimizers.def's ZRT_OPTIMIZER rows,
-// in its order (checked by lib/Dialect/Zero/IR/Optimizers.cpp and
-// test/Docs/optimizers-table.test).
-def Zero_OptimizerKind : I32EnumAttr<"OptimizerKind", "optimizer", [
-    I32EnumAttrCase<"adam", 0>, I32EnumAttrCase<"adamw", 1>,
-    I32EnumAttrCase<"lion", 2>, I32EnumAttrCase<"sgd", 3>,
-    I32EnumAttrCase<"muon", 4>, I32EnumAttrCase<"adafactor", 5>]> {
-  let cppNamespace = "::mlir::zero";
-}
-
 // torch.optim.Muon's adjust_lr_fn (None is "original"), numbered as
 // zrt_muon's adjust_lr_fn.
 def Zero_MuonAdjustLr : I32EnumAttr<"MuonAdjustLr", "Muon learning-rate adjustment", [
@@ -180,6 +170,12 @@ class Zero_DefaultDouble<string value>
   let printer = Zero_DoubleParam.printer;
   let comparator = Zero_DoubleParam.comparator;
 }
+
+// Zero_OptimizerKind (the cases of optimizers.def's ZRT_OPTIMIZER rows, in
+// its order) and Zero_OptimizerHyperParams (one parameter per
+// ZRT_HYPER_PARAM row, with its default), written from the table by the
+// build (tools/zero-import/optimizers-gen.py --td).
+include "zero/Dialect/Zero/IR/ZeroOptimizerTable.td"
 
 // The step count that ends a schedule, or `auto` (LrScheduleAttr::kAutoSteps):
 // the length of the run, which the training driver knows (--steps).
@@ -311,54 +307,28 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     Only `adam` and `adamw` (with `f32` or `bf16` states) update bf16
     masters; parameters of any other compute type keep their masters.
   }];
-  let parameters = (ins
-    "::mlir::zero::OptimizerKind":$kind,
-    Zero_DoubleParam:$lr,
-    Zero_DefaultDouble<"0.9">:$beta1,
-    Zero_DefaultDouble<"0.999">:$beta2,
-    Zero_DefaultDouble<"1e-8">:$eps,
-    Zero_DefaultDouble<"0.0">:$weight_decay,
-    DefaultValuedParameter<"bool", "true">:$bias_correction,
-    Zero_DefaultDouble<"0.0">:$momentum,
-    Zero_DefaultDouble<"0.0">:$dampening,
-    DefaultValuedParameter<"bool", "false">:$nesterov,
-    DefaultValuedParameter<"::mlir::zero::StatePrecision",
-                           "::mlir::zero::StatePrecision::f32">:$states,
-    OptionalParameter<"::mlir::zero::LrScheduleAttr">:$schedule,
-    Zero_DefaultDouble<"1e-3">:$muon_lr,
-    Zero_DefaultDouble<"0.95">:$muon_momentum,
-    DefaultValuedParameter<"bool", "true">:$muon_nesterov,
-    DefaultValuedParameter<"int64_t", "5">:$ns_steps,
-    Zero_DefaultDouble<"3.4445">:$ns_a,
-    Zero_DefaultDouble<"-4.775">:$ns_b,
-    Zero_DefaultDouble<"2.0315">:$ns_c,
-    Zero_DefaultDouble<"1e-7">:$ns_eps,
-    DefaultValuedParameter<"::mlir::zero::MuonAdjustLr",
-                           "::mlir::zero::MuonAdjustLr::original">:$adjust_lr_fn,
-    Zero_DefaultDouble<"-0.8">:$beta2_decay,
-    Zero_DefaultDouble<"-1.0">:$eps1,
-    Zero_DefaultDouble<"1e-3">:$eps2,
-    Zero_DefaultDouble<"1.0">:$d,
-    DefaultValuedParameter<"bool", "false">:$maximize,
-    DefaultValuedParameter<"bool", "false">:$bf16_masters);
+  let parameters = !con(
+    (ins "::mlir::zero::OptimizerKind":$kind, Zero_DoubleParam:$lr),
+    Zero_OptimizerHyperParams,
+    (ins DefaultValuedParameter<"::mlir::zero::StatePrecision",
+                                "::mlir::zero::StatePrecision::f32">:$states,
+         OptionalParameter<"::mlir::zero::LrScheduleAttr">:$schedule,
+         DefaultValuedParameter<"bool", "false">:$bf16_masters));
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Its hyper-parameters, one value per optimizers.def ZRT_HYPER_PARAM row.
+    ::mlir::zero::OptimizerParams getParams() const;
+  }];
+  // The attribute of `kind` and `lr` with hyper-parameters `params` (each
+  // row's value, by name), built and verified in ZeroAttributes.cpp.
   let builders = [
-    AttrBuilder<(ins "::mlir::zero::OptimizerKind":$kind, "::llvm::APFloat":$lr,
-                     "::llvm::APFloat":$beta1, "::llvm::APFloat":$beta2,
-                     "::llvm::APFloat":$eps, "::llvm::APFloat":$weight_decay), [{
-      return $_get($_ctxt, kind, lr, beta1, beta2, eps, weight_decay, true,
-                   ::llvm::APFloat(0.0), ::llvm::APFloat(0.0), false,
-                   ::mlir::zero::StatePrecision::f32,
-                   ::mlir::zero::LrScheduleAttr(), ::llvm::APFloat(1e-3),
-                   ::llvm::APFloat(0.95), true, 5, ::llvm::APFloat(3.4445),
-                   ::llvm::APFloat(-4.775), ::llvm::APFloat(2.0315),
-                   ::llvm::APFloat(1e-7),
-                   ::mlir::zero::MuonAdjustLr::original,
-                   ::llvm::APFloat(-0.8), ::llvm::APFloat(-1.0),
-                   ::llvm::APFloat(1e-3), ::llvm::APFloat(1.0), false,
-                   false);
-    }]>
+    AttrBuilder<(ins "::mlir::zero::OptimizerKind":$kind, "double":$lr,
+                     CArg<"const ::mlir::zero::OptimizerParams &", "{}">:$params,
+                     CArg<"::mlir::zero::StatePrecision",
+                          "::mlir::zero::StatePrecision::f32">:$states,
+                     CArg<"::mlir::zero::LrScheduleAttr", "{}">:$schedule,
+                     CArg<"bool", "false">:$bf16_masters)>
   ];
 }
 
