@@ -98,6 +98,16 @@ def make_data(work):
             "mlp": ["--inputs", x, "--labels", y]}
 
 
+def finish(args, doc, work, say=print):
+    """Writes doc to --out, says so, and removes the work folder unless
+    --keep names it."""
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+    say("wrote " + args.out)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def read_json_lines(path):
     with open(path) as f:
         return [json.loads(l) for l in f if l.strip()]
@@ -328,11 +338,7 @@ def main():
            "references": references,
            "stage_ratios": ratios}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
-    print("wrote " + args.out)
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
+    finish(args, doc, work)
 
 
 if __name__ == "__main__":

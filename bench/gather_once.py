@@ -34,6 +34,60 @@ MODEL = ("llama --layers 4 --hidden 256 --heads 4 --kv-heads 2 --ffn 768 "
 FREEZE = "embed|norm|k_proj|o_proj|mlp|lm_head"
 
 
+def add_output_options(p, out):
+    """--build (the build folder) and --out (results/OUT), as the benchmarks
+    that import this module take them."""
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--out", default=os.path.join(HERE, "results", out))
+
+
+def add_round_options(p, rounds, steps, warmup):
+    """--rounds, --steps, --warmup (the steps left out of the median) and
+    --mpirun, with each benchmark's defaults."""
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--steps", type=int, default=steps)
+    p.add_argument("--warmup", type=int, default=warmup)
+    p.add_argument("--mpirun",
+                   default="mpirun --allow-run-as-root --oversubscribe")
+
+
+def parse_run_args(description, out, rounds, steps, warmup):
+    """The options of a benchmark that takes just the output and round
+    options."""
+    p = argparse.ArgumentParser(description=description)
+    add_output_options(p, out)
+    add_round_options(p, rounds, steps, warmup)
+    return p.parse_args()
+
+
+def save_json(path, doc):
+    """Writes doc to path, making its folder."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+def read_steps(log, warmup):
+    """A run's --log-json lines and its median step_ms after `warmup`
+    steps."""
+    lines = [json.loads(l) for l in open(log) if l.strip()]
+    return lines, statistics.median(l["step_ms"] for l in lines[warmup:])
+
+
+def run_fields(args, cpu, start, date):
+    """The results' fields that say where and when the rounds ran (the load
+    from `start` to now) and how many steps they timed."""
+    return {
+        "machine": {"cpu": cpu, "nproc": os.cpu_count()},
+        "date": date,
+        "loadavg": start,
+        "loadavg_end": loadavg(),
+        "rounds": args.rounds,
+        "steps": args.steps,
+        "warmup": args.warmup,
+    }
+
+
 def run(cmd, **kw):
     return subprocess.run(cmd, check=True, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, **kw).stdout
@@ -73,17 +127,11 @@ def traced_gathers(path):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--out", default=os.path.join(HERE, "results",
-                                                 "gather_once.json"))
+    add_output_options(p, "gather_once.json")
     p.add_argument("--args", default=MODEL)
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--accumulation", type=int, default=4)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--mpirun",
-                   default="mpirun --allow-run-as-root --oversubscribe")
+    add_round_options(p, 5, 20, 5)
     args = p.parse_args()
     bin_dir = os.path.join(args.build, "bin")
     work = tempfile.mkdtemp(prefix="zero-gather-once-")
@@ -127,9 +175,7 @@ def main():
                 ["-np", str(args.world), exe, "--quiet", "--threads", "1",
                  "--steps", str(args.steps), "--data", data, "--log-json",
                  log, "--trace", trace])
-            lines = [json.loads(l) for l in open(log) if l.strip()]
-            got[policy] = statistics.median(
-                l["step_ms"] for l in lines[args.warmup:])
+            lines, got[policy] = read_steps(log, args.warmup)
             times[policy].append(got[policy])
             gathers[policy] = traced_gathers(trace.replace(
                 ".json", ".rank0.json"))
@@ -159,9 +205,7 @@ def main():
         },
         "ratio_once_over_per_use": statistics.median(ratios),
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    save_json(args.out, result)
     print("once / per-use: %.3f; written to %s" %
           (result["ratio_once_over_per_use"], args.out))
 

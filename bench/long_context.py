@@ -23,7 +23,6 @@ the comparison's baseline. Peaks are the run's measured and planned ones.
 Writes bench/results/long_context.json (or --out).
 """
 
-import argparse
 import json
 import os
 import shlex
@@ -32,10 +31,8 @@ import statistics
 import tempfile
 import time
 
-from gather_once import cpu_model, loadavg, run, tokens
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from gather_once import (cpu_model, loadavg, parse_run_args, read_steps, run,
+                         run_fields, save_json, tokens)
 
 LLAMA = ["llama", "--layers", "2", "--hidden", "256", "--heads", "8",
          "--kv-heads", "4", "--ffn", "688"]
@@ -66,16 +63,7 @@ GROUPS = {
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--out", default=os.path.join(HERE, "results",
-                                                 "long_context.json"))
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--mpirun",
-                   default="mpirun --allow-run-as-root --oversubscribe")
-    args = p.parse_args()
+    args = parse_run_args(__doc__, "long_context.json", 3, 8, 3)
     bin_dir = os.path.join(args.build, "bin")
     work = tempfile.mkdtemp(prefix="zero-long-context-")
     data = {}
@@ -105,9 +93,7 @@ def main():
             run(shlex.split(args.mpirun) +
                 ["-np", "2", exe, "--quiet", "--threads", "1", "--steps",
                  str(args.steps), "--data", tok, "--log-json", log])
-            lines = [json.loads(l) for l in open(log) if l.strip()]
-            got[(group, name)] = statistics.median(
-                l["step_ms"] for l in lines[args.warmup:])
+            lines, got[(group, name)] = read_steps(log, args.warmup)
             times[(group, name)].append(got[(group, name)])
             last[(group, name)] = lines[-1]
         for group, entries in GROUPS.items():
@@ -119,13 +105,7 @@ def main():
               flush=True)
     result = {
         "model": "zero-model-gen " + " ".join(LLAMA),
-        "machine": {"cpu": cpu, "nproc": os.cpu_count()},
-        "date": date,
-        "loadavg": start,
-        "loadavg_end": loadavg(),
-        "rounds": args.rounds,
-        "steps": args.steps,
-        "warmup": args.warmup,
+        **run_fields(args, cpu, start, date),
         "groups": {},
     }
     for group, entries in GROUPS.items():
@@ -145,9 +125,7 @@ def main():
             })
         result["groups"][group] = rows
     shutil.rmtree(work)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    save_json(args.out, result)
     print("written to %s" % args.out)
 
 

@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import statistics
 import sys
 import tempfile
@@ -50,7 +49,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from e2e import make_data, read_json_lines, run  # noqa: E402
+from e2e import finish, make_data, read_json_lines, run  # noqa: E402
+from gather_once import add_output_options  # noqa: E402
 from tune import machine  # noqa: E402
 
 
@@ -151,9 +151,7 @@ def predict(opt, model, stage, world, optimizer, param, work):
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--out", default=os.path.join(HERE, "results",
-                                                 "offload.json"))
+    add_output_options(p, "offload.json")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
@@ -257,11 +255,7 @@ def main():
            "mpirun": args.mpirun, "machine": machine(), "date": start[0],
            "loadavg": start[1], "loadavg_end": loadavg(),
            "results": results}
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
-    print("wrote " + args.out)
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
+    finish(args, doc, work)
 
 
 if __name__ == "__main__":

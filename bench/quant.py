@@ -19,12 +19,9 @@ import subprocess
 import tempfile
 import time
 
+from gather_once import loadavg, save_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return f.read().split()[:3]
 
 
 def main():
@@ -56,9 +53,7 @@ def main():
     doc["date"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     doc["loadavg"] = start
     doc["loadavg_end"] = loadavg()
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
+    save_json(args.out, doc)
     print("wrote %s" % args.out)
 
 

@@ -21,7 +21,6 @@ not link speed.
 Writes bench/results/zeropp.json (or --out).
 """
 
-import argparse
 import json
 import os
 import shlex
@@ -31,7 +30,8 @@ import subprocess
 import tempfile
 import time
 
-from gather_once import cpu_model, loadavg, run, tokens
+from gather_once import (cpu_model, loadavg, parse_run_args, read_steps, run,
+                         run_fields, save_json, tokens)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -50,16 +50,7 @@ OPTIONS = {
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--out", default=os.path.join(HERE, "results",
-                                                 "zeropp.json"))
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--mpirun",
-                   default="mpirun --allow-run-as-root --oversubscribe")
-    args = p.parse_args()
+    args = parse_run_args(__doc__, "zeropp.json", 5, 20, 5)
     bin_dir = os.path.join(args.build, "bin")
     model = os.path.join(ROOT, "examples", "gpt2-tiny.mlir")
     work = tempfile.mkdtemp(prefix="zero-zeropp-")
@@ -94,9 +85,7 @@ def main():
                 ["-np", "4", exe, "--quiet", "--threads", "1",
                  "--ranks-per-node", "2", "--steps", str(args.steps),
                  "--data", data, "--log-json", log])
-            lines = [json.loads(l) for l in open(log) if l.strip()]
-            got[name] = statistics.median(
-                l["step_ms"] for l in lines[args.warmup:])
+            lines, got[name] = read_steps(log, args.warmup)
             times[name].append(got[name])
             last[name] = lines[-1]
         for name in names:
@@ -106,13 +95,7 @@ def main():
     result = {
         "model": "examples/gpt2-tiny.mlir",
         "common": " ".join(COMMON),
-        "machine": {"cpu": cpu, "nproc": os.cpu_count()},
-        "date": date,
-        "loadavg": start,
-        "loadavg_end": loadavg(),
-        "rounds": args.rounds,
-        "steps": args.steps,
-        "warmup": args.warmup,
+        **run_fields(args, cpu, start, date),
         "options": [],
     }
     for name in names:
@@ -135,9 +118,7 @@ def main():
             "planned_peak_bytes": line["planned_peak_bytes"],
         })
     shutil.rmtree(work)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    save_json(args.out, result)
     print("written to %s" % args.out)
 
 

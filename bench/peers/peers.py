@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import socket
 import statistics
 import subprocess
@@ -49,7 +48,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
 ROOT = os.path.dirname(BENCH)
 sys.path.insert(0, HERE)
+sys.path.insert(1, BENCH)
 import roofline  # noqa: E402
+from e2e import finish  # noqa: E402
+from gather_once import add_output_options  # noqa: E402
 
 # GPT-2 sizes: zero-model-gen arguments (global batch 8 everywhere). tiny is
 # examples/gpt2-tiny.mlir; large is the 6-layer, 384-wide model of 10.9M
@@ -483,9 +485,7 @@ def machine():
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--out", default=os.path.join(BENCH, "results",
-                                                 "peers.json"))
+    add_output_options(p, "peers.json")
     p.add_argument("--python", help="the peers' python (default: "
                    "bench/peers/venv.sh's)")
     p.add_argument("--sizes", default="tiny,small,large")
@@ -546,11 +546,7 @@ def main():
         doc["sizes"].append(bench_size(name, size, args, work))
     doc["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
-    log("wrote " + args.out)
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
+    finish(args, doc, work, log)
 
 
 if __name__ == "__main__":

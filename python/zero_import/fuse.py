@@ -130,15 +130,23 @@ def _bias(g, before, kind, x):
     return [_insert_fill(g, before, 0.0, x.shape[-1:], before.where)]
 
 
+def _rsqrt_product(g, r):
+    """(u, other) when op u = rsqrt op r's result * other (a mul_bcast) is
+    that result's one use, else (None, None)."""
+    rs = r.results[0]
+    users = g.users(rs)
+    if len(users) != 1 or users[0].kind != "mul_bcast":
+        return None, None
+    u = users[0]
+    return u, u.operands[1] if u.operands[0] is rs else u.operands[0]
+
+
 def fuse_rms_norm(g):
     for r in [op for op in g.ops if op.kind == "rsqrt"]:
         x, eps = _rms_parts(g, r)
-        rs = r.results[0]
-        users = g.users(rs)
-        if x is None or len(users) != 1 or users[0].kind != "mul_bcast":
+        u, other = _rsqrt_product(g, r)
+        if x is None or u is None:
             continue
-        u = users[0]
-        other = u.operands[1] if u.operands[0] is rs else u.operands[0]
         if other is x:
             # (x * rsqrt(...)) * w, or x * rsqrt(...) alone
             _normed(g, u, x, "rms_norm", [x], {"eps": eps})
@@ -172,12 +180,9 @@ def fuse_layer_norm(g):
     for r in [op for op in g.ops if op.kind == "rsqrt"]:
         d, eps = _rms_parts(g, r)
         x = _centered(d) if d is not None else None
-        rs = r.results[0]
-        users = g.users(rs)
-        if x is None or len(users) != 1 or users[0].kind != "mul_bcast":
+        u, other = _rsqrt_product(g, r)
+        if x is None or u is None:
             continue
-        u = users[0]
-        other = u.operands[1] if u.operands[0] is rs else u.operands[0]
         # x - m computed once for both uses, or twice.
         if other is d or _centered(other) is x:
             _normed(g, u, x, "layer_norm", [x], {"eps": eps})

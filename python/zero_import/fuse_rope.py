@@ -22,6 +22,19 @@ def _rotation_of(sym, x):
     return None
 
 
+def _negated_and_plain(neg, plain, kind):
+    """The `kind` ops (n, p) of x when neg is -n and plain is p, both taken
+    from the same x; (None, None) otherwise."""
+    sc = producer(neg, "scale")
+    if not sc or sc.attrs["factor"] != -1.0:
+        return None, None
+    n = producer(sc.operands[0], kind)
+    p = producer(plain, kind)
+    if not n or not p or n.operands[0] is not p.operands[0]:
+        return None, None
+    return n, p
+
+
 def _rotate_half_of(sym, flipped=False):
     """x when sym is cat(-x[..., h:], x[..., :h]) along the last axis (with
     `flipped`, cat(x[..., h:], -x[..., :h]))."""
@@ -33,12 +46,8 @@ def _rotate_half_of(sym, flipped=False):
         return None
     first, second = cat.operands
     neg, plain = (second, first) if flipped else (first, second)
-    sc = producer(neg, "scale")
-    if not sc or sc.attrs["factor"] != -1.0:
-        return None
-    ns = producer(sc.operands[0], "slice")
-    ps = producer(plain, "slice")
-    if not ns or not ps or ns.operands[0] is not ps.operands[0]:
+    ns, ps = _negated_and_plain(neg, plain, "slice")
+    if not ns:
         return None
     x = ps.operands[0]
     d = x.shape[-1]
@@ -59,13 +68,8 @@ def _rotate_every_two_of(sym):
     if not st or len(st.operands) != 2 or \
             st.attrs["axis"] != len(sym.shape):
         return None
-    neg, even = st.operands
-    sc = producer(neg, "scale")
-    if not sc or sc.attrs["factor"] != -1.0:
-        return None
-    odd = producer(sc.operands[0], "slice_every")
-    even = producer(even, "slice_every")
-    if not odd or not even or odd.operands[0] is not even.operands[0]:
+    odd, even = _negated_and_plain(*st.operands, "slice_every")
+    if not odd:
         return None
     x = even.operands[0]
     if x.shape != sym.shape or (even.attrs["start"], odd.attrs["start"]) != \

@@ -266,14 +266,20 @@ class Blocks:
             where.fail("token ids must be an input of the step, not computed")
         return ids
 
-    def layer_norm(self, x, shape, w, b, eps, where):
-        x = self.float_sym(x, where)
+    def _norm_shape(self, x, shape, what, kind, where):
+        """The normalized shape (an int or a sequence) as a tuple, which
+        must be x's last dimension: nn.`kind` normalizes only that."""
         shape = tuple(shape) if isinstance(shape, (tuple, list, torch.Size)) \
             else (shape,)
         shape = tuple(int(d) for d in shape)
         if len(shape) != 1 or shape[0] != x.shape[-1]:
-            where.fail("layer norm over %s; nn.layer_norm normalizes the last "
-                       "dimension only" % (list(shape),))
+            where.fail("%s over %s; nn.%s normalizes the last dimension only"
+                       % (what, list(shape), kind))
+        return shape
+
+    def layer_norm(self, x, shape, w, b, eps, where):
+        x = self.float_sym(x, where)
+        shape = self._norm_shape(x, shape, "layer norm", "layer_norm", where)
         # Without a weight (or a bias), the op's with a row of ones (of
         # zeros): y * 1 + 0 is y exactly, and their gradients are dropped.
         if w is None:
@@ -293,12 +299,7 @@ class Blocks:
 
     def rms_norm(self, x, shape, w, eps, where):
         x = self.float_sym(x, where)
-        shape = tuple(shape) if isinstance(shape, (tuple, list, torch.Size)) \
-            else (shape,)
-        shape = tuple(int(d) for d in shape)
-        if len(shape) != 1 or shape[0] != x.shape[-1]:
-            where.fail("RMS norm over %s; nn.rms_norm normalizes the last "
-                       "dimension only" % (list(shape),))
+        shape = self._norm_shape(x, shape, "RMS norm", "rms_norm", where)
         # Without a weight, the op's with a row of ones (n * 1 is n).
         if w is None:
             w = self.fill(1.0, shape, where)

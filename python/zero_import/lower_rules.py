@@ -170,23 +170,33 @@ def _matmul(low, c):
     return low.matmul(c.a[0], c.a[1], c.value, c.where)
 
 
+def _scaled_product(low, c, op, names, what, rank):
+    """alpha * (arg 1 @ arg 2) of addmm or baddbmm (`op`), whose operands
+    `names` must be rank-`rank` tensors computed from the inputs or
+    parameters, and the call's beta, each checked to be a number."""
+    where = c.where
+    beta, alpha = unwrap(c.kw.get("beta", 1)), unwrap(c.kw.get("alpha", 1))
+    for name, v in (("beta", beta), ("alpha", alpha)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            where.fail("%s with %s=%r has no equivalent" % (op, name, v))
+    a, b = c.arg(1, names[0]), c.arg(2, names[1])
+    if not is_sym(a) or not is_sym(b) or len(a.shape) != rank or \
+            len(b.shape) != rank:
+        where.fail("%s of %s that are not %d-D tensors computed from the "
+                   "inputs or parameters" % (op, what, rank))
+    y = low.matmul(a, b, c.value, where)
+    if alpha != 1:
+        y = low.scale(y, alpha, where)
+    return y, beta
+
+
 @_rule(FUNCTIONS, torch.addmm)
 def _addmm(low, c):
     """beta * input + alpha * (mat1 @ mat2), as GPT-2's Conv1D computes
     x @ W + b with W [in, out]."""
     where = c.where
-    beta, alpha = unwrap(c.kw.get("beta", 1)), unwrap(c.kw.get("alpha", 1))
-    for name, v in (("beta", beta), ("alpha", alpha)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            where.fail("addmm with %s=%r has no equivalent" % (name, v))
-    mat1, mat2 = c.arg(1, "mat1"), c.arg(2, "mat2")
-    if not is_sym(mat1) or not is_sym(mat2) or len(mat1.shape) != 2 or \
-            len(mat2.shape) != 2:
-        where.fail("addmm of operands that are not 2-D tensors computed from "
-                   "the inputs or parameters")
-    y = low.matmul(mat1, mat2, c.value, where)
-    if alpha != 1:
-        y = low.scale(y, alpha, where)
+    y, beta = _scaled_product(low, c, "addmm", ("mat1", "mat2"),
+                              "operands", 2)
     if beta == 0:
         return y
     bias = low.float_sym(c.arg(0, "input"), where, "the added input")
@@ -201,18 +211,8 @@ def _baddbmm(low, c):
     """beta * input + alpha * (batch1 @ batch2), as BLOOM adds its ALiBi
     table (the input, a constant) to the scaled attention scores."""
     where = c.where
-    beta, alpha = unwrap(c.kw.get("beta", 1)), unwrap(c.kw.get("alpha", 1))
-    for name, v in (("beta", beta), ("alpha", alpha)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            where.fail("baddbmm with %s=%r has no equivalent" % (name, v))
-    b1, b2 = c.arg(1, "batch1"), c.arg(2, "batch2")
-    if not is_sym(b1) or not is_sym(b2) or len(b1.shape) != 3 or \
-            len(b2.shape) != 3:
-        where.fail("baddbmm of batches that are not 3-D tensors computed "
-                   "from the inputs or parameters")
-    y = low.matmul(b1, b2, c.value, where)
-    if alpha != 1:
-        y = low.scale(y, alpha, where)
+    y, beta = _scaled_product(low, c, "baddbmm", ("batch1", "batch2"),
+                              "batches", 3)
     if beta == 0:
         return y
     bias = c.arg(0, "input")

@@ -418,16 +418,11 @@ def lower_experts(low, c):
     gu_w = low.param(m.gate_up_proj, where)
     down_w = low.param(m.down_proj, where)
     tokens, hidden = x.shape
-    k = idx.shape[1]
     experts, two_inter, _ = gu_w.shape
-    inter = two_inter // 2
-    s = tokens * k
-    op = low.g.emit("moe_dispatch", [x, idx], {"experts": experts},
-                    [((s, hidden), "f32"), (tuple(idx.shape), idx.dtype),
-                     ((experts,), idx.dtype)], where)
-    rows, pos, offs = op.results
+    s, rows, pos, offs = _dispatch(low, x, idx, experts, where)
     gu = low.emit("grouped_matmul", [rows, gu_w, offs],
                   {"transpose_rhs": True}, [(s, two_inter)], where)
+    inter = two_inter // 2
     gate, up = low.g.emit("split", [gu], {"axis": 1},
                           [((s, inter), "f32"), ((s, inter), "f32")],
                           where).results
@@ -436,6 +431,19 @@ def lower_experts(low, c):
                  {"transpose_rhs": True}, [(s, hidden)], where)
     return low.emit("moe_combine", [h, pos, weights], {}, [(tokens, hidden)],
                     where)
+
+
+def _dispatch(low, x, idx, experts, where):
+    """nn.moe_dispatch of x [T, H] by the top-k indices idx [T, k]: the
+    number of routed rows S = T * k, the rows [S, H] grouped by expert,
+    each row's position and the experts' offsets."""
+    tokens, hidden = x.shape
+    s = tokens * idx.shape[1]
+    op = low.g.emit("moe_dispatch", [x, idx], {"experts": experts},
+                    [((s, hidden), "f32"), (tuple(idx.shape), idx.dtype),
+                     ((experts,), idx.dtype)], where)
+    rows, pos, offs = op.results
+    return s, rows, pos, offs
 
 
 def lower_aux(low, logits, top_k, mask, where):
@@ -495,14 +503,9 @@ def _lower_gpt_oss_experts(low, m, x, idx, weights, where):
     down_w = low.param(m.down_proj, where)
     down_b = low.param(m.down_proj_bias, where)
     tokens, hidden = x.shape
-    k = idx.shape[1]
     experts, _, two_inter = gu_w.shape
     inter = two_inter // 2
-    s = tokens * k
-    op = low.g.emit("moe_dispatch", [x, idx], {"experts": experts},
-                    [((s, hidden), "f32"), (tuple(idx.shape), idx.dtype),
-                     ((experts,), idx.dtype)], where)
-    rows, pos, offs = op.results
+    s, rows, pos, offs = _dispatch(low, x, idx, experts, where)
     gu = low.emit("grouped_matmul", [rows, gu_w, offs], {}, [(s, two_inter)],
                   where)
     ones = _ones_column(low, weights, where)

@@ -168,7 +168,7 @@ TEST(Adafactor, MatchesTorch) {
   ASSERT_FALSE(tmp.path().empty()) << "cannot make a directory under /tmp";
   const std::string &dir = tmp.path();
   std::string cmd =
-      std::string("'") + python + "' '" ZRT_ADAFACTOR_REFERENCE "' " + dir;
+      std::string("'") + python + "' '" ZRT_TORCH_REFERENCE "' " + dir;
   int rc = std::system(cmd.c_str());
   if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77)
     GTEST_SKIP() << "the Python (" << python

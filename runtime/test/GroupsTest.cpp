@@ -98,6 +98,19 @@ int total(const std::vector<int> &counts) {
   return t;
 }
 
+/// `segments` of g, and a buffer over them whose element i of member m's
+/// segment is value(m, i).
+template <typename Value>
+Buffer segmentBuffer(const Group &g, int32_t dtype, std::vector<int> &counts,
+                     std::vector<int> &displs, Value value) {
+  segments(g, counts, displs);
+  Buffer buf(dtype, total(counts));
+  for (int m = 0; m < g.size(); ++m)
+    for (int i = 0; i < counts[m]; ++i)
+      buf.set(displs[m] + i, value(m, i));
+  return buf;
+}
+
 TEST_P(GroupsTest, KnowsItsMembers) {
   const Group &g = group();
   zrt_rank_set want =
@@ -138,11 +151,9 @@ TEST_P(GroupsTest, KnowsItsMembers) {
 TEST_P(GroupsTest, AllGatherInPlace) {
   Group &g = group();
   std::vector<int> counts, displs;
-  segments(g, counts, displs);
-  Buffer buf(dtype(), total(counts));
-  for (int m = 0; m < g.size(); ++m)
-    for (int i = 0; i < counts[m]; ++i)
-      buf.set(displs[m] + i, m == g.me ? (m + 1) * 8 + i % 8 : -1);
+  Buffer buf = segmentBuffer(g, dtype(), counts, displs, [&](int m, int i) {
+    return m == g.me ? (m + 1) * 8 + i % 8 : -1;
+  });
   for (int64_t t :
        zrt::allGather(g, zrt::kAllGather, dtype(), buf.data(), counts, displs))
     zrt_wait(t);
@@ -328,11 +339,8 @@ TEST_P(GroupsTest, AllReduceAndStats) {
 TEST_P(GroupsTest, CountsBytesByKindAndLevel) {
   Group &g = group();
   std::vector<int> counts, displs;
-  segments(g, counts, displs);
-  Buffer buf(dtype(), total(counts));
-  for (int m = 0; m < g.size(); ++m)
-    for (int i = 0; i < counts[m]; ++i)
-      buf.set(displs[m] + i, m + 1);
+  Buffer buf = segmentBuffer(g, dtype(), counts, displs,
+                             [](int m, int) { return m + 1; });
   zrt::resetCommCounters();
   for (int pass = 0; pass < 2; ++pass)
     for (int64_t t : zrt::allGather(g, zrt::kAllGather, dtype(), buf.data(),

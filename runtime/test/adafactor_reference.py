@@ -11,15 +11,9 @@ no torch or its torch no torch.optim.Adafactor (torch < 2.5).
 """
 import sys
 
-try:
-    import torch
-except ImportError:
-    print(sys.executable, "has no torch")
-    sys.exit(77)
+from torch_reference import require_torch, step_blobs, write_case
 
-if not hasattr(torch.optim, "Adafactor"):
-    print("torch", torch.__version__, "has no torch.optim.Adafactor")
-    sys.exit(77)
+torch = require_torch("Adafactor")
 
 # The tiny Llama of test/E2E (hidden 64, 4 heads of 16, 2 KV heads, ffn 172,
 # vocab 256) as nn.Linear weights [out, in], its norms' vectors, and a
@@ -54,16 +48,11 @@ def main(out):
                 if len(shape) > 1:
                     g[..., 0, :] *= 1e-4
                 grads.append(g)
-            blobs = [p.detach().clone()]
             opt = torch.optim.Adafactor([p], lr=lr, beta2_decay=decay,
                                         eps=(eps1, eps2), d=d,
                                         weight_decay=wd, maximize=maximize)
-            for g in grads:
-                p.grad = g.clone()
-                opt.step()
+            blobs = step_blobs(p, opt, grads)
             st = opt.state[p]
-            blobs += grads
-            blobs.append(p.detach())
             factored = len(shape) > 1
             if factored:
                 blobs += [st["row_var"], st["col_var"]]
@@ -74,12 +63,10 @@ def main(out):
             else:
                 blobs.append(st["variance"])
                 batch, rows, cols = 1, 1, shape[0]
-            with open(f"{out}/{name}.bin", "wb") as f:
-                for b in blobs:
-                    f.write(b.contiguous().to(torch.float32).numpy().tobytes())
-            cases.write(f"{name} {batch} {rows} {cols} {int(factored)} "
-                        f"{lr!r} {decay!r} {-1.0 if eps1 is None else eps1!r} "
-                        f"{eps2!r} {d!r} {wd!r} {int(maximize)} {STEPS}\n")
+            write_case(out, cases, name, blobs,
+                       f"{batch} {rows} {cols} {int(factored)} {lr!r} "
+                       f"{decay!r} {-1.0 if eps1 is None else eps1!r} "
+                       f"{eps2!r} {d!r} {wd!r} {int(maximize)} {STEPS}")
 
 
 if __name__ == "__main__":

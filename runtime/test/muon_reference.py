@@ -9,15 +9,9 @@ Python has no torch or its torch no Muon (torch < 2.9).
 """
 import sys
 
-try:
-    import torch
-except ImportError:
-    print(sys.executable, "has no torch")
-    sys.exit(77)
+from torch_reference import require_torch, step_blobs, write_case
 
-if not hasattr(torch.optim, "Muon"):
-    print("torch", torch.__version__, "has no torch.optim.Muon")
-    sys.exit(77)
+torch = require_torch("Muon")
 
 ADJUST = {None: 0, "match_rms_adamw": 1, "spectral_unclamped": 2}
 # The tiny Llama of test/E2E (hidden 64, 4 heads of 16, 2 KV heads, ffn 172)
@@ -46,21 +40,14 @@ def main(out):
             p = torch.nn.Parameter(torch.randn(rows, cols) * 0.05)
             grads = [torch.randn(rows, cols) * (0.1 + 0.3 * s)
                      for s in range(STEPS)]
-            blobs = [p.detach().clone()]
             opt = torch.optim.Muon([p], lr=LR, weight_decay=WD,
                                    momentum=momentum, nesterov=nesterov,
                                    adjust_lr_fn=adjust)
-            for g in grads:
-                p.grad = g.clone()
-                opt.step()
-            blobs += grads
-            blobs += [p.detach(), opt.state[p]["momentum_buffer"]]
-            with open(f"{out}/{name}.bin", "wb") as f:
-                for b in blobs:
-                    f.write(b.contiguous().to(torch.float32).numpy().tobytes())
-            cases.write(f"{name} {rows} {cols} {int(nesterov)} "
-                        f"{ADJUST[adjust]} {momentum!r} {LR!r} {WD!r} "
-                        f"{STEPS}\n")
+            blobs = step_blobs(p, opt, grads)
+            blobs.append(opt.state[p]["momentum_buffer"])
+            write_case(out, cases, name, blobs,
+                       f"{rows} {cols} {int(nesterov)} {ADJUST[adjust]} "
+                       f"{momentum!r} {LR!r} {WD!r} {STEPS}")
 
 
 if __name__ == "__main__":

@@ -71,6 +71,21 @@ inline std::string moeCountsOf(const int32_t *offsets, int64_t experts,
   return "";
 }
 
+/// A route between `members` members of experts / members local experts
+/// each, every block's counts and starts zero.
+inline MoeRoute zeroMoeRoute(int64_t members, int64_t experts) {
+  MoeRoute r;
+  r.members = members;
+  r.localExperts = experts / members;
+  size_t blocks = size_t(members * r.localExperts);
+  r.sendRouted.assign(blocks, 0);
+  r.sendStart.assign(blocks, 0);
+  r.sendKept.assign(blocks, 0);
+  r.recvKept.assign(blocks, 0);
+  r.recvStart.assign(blocks, 0);
+  return r;
+}
+
 /// What every member learns from the all-gathered counts: `routed`
 /// [P * E], member s's rows for global expert e at s * E + e.
 struct MoeExchangePlan {
@@ -92,16 +107,9 @@ inline MoeExchangePlan planMoeExchange(int64_t members, int64_t me,
                                        int64_t experts, int64_t cap, bool drop,
                                        const std::vector<int64_t> &routed) {
   MoeExchangePlan plan;
+  plan.route = zeroMoeRoute(members, experts);
   MoeRoute &r = plan.route;
-  int64_t el = experts / members;
-  r.members = members;
-  r.localExperts = el;
-  size_t blocks = size_t(members * el);
-  r.sendRouted.assign(blocks, 0);
-  r.sendStart.assign(blocks, 0);
-  r.sendKept.assign(blocks, 0);
-  r.recvKept.assign(blocks, 0);
-  r.recvStart.assign(blocks, 0);
+  int64_t el = r.localExperts;
   plan.arriving.assign(size_t(members), 0);
   // This member's dispatch segments: expert e starts after experts < e.
   std::vector<int64_t> segment(size_t(experts), 0);
@@ -152,15 +160,8 @@ inline MoeRoute moeRouteOf(int64_t members, int64_t experts,
                            const std::vector<int64_t> &routed,
                            const std::vector<int64_t> &counts,
                            const std::vector<int64_t> *sendKept) {
-  MoeRoute r;
-  int64_t el = experts / members;
-  r.members = members;
-  r.localExperts = el;
-  size_t blocks = size_t(members * el);
-  r.sendRouted.assign(blocks, 0);
-  r.sendStart.assign(blocks, 0);
-  r.recvKept.assign(blocks, 0);
-  r.recvStart.assign(blocks, 0);
+  MoeRoute r = zeroMoeRoute(members, experts);
+  int64_t el = r.localExperts;
   int64_t at = 0;
   for (int64_t e = 0; e < experts; ++e) {
     r.sendStart[size_t(e)] = at;

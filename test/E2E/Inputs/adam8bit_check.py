@@ -23,6 +23,8 @@ import json
 import re
 import sys
 
+from zrt_e2e_checks import check_peak, read_log
+
 # optimizers.def: ZRT_OPTIMIZER_PRECISION(AdamW, Int8, 1, 2048), and
 # ZRT_OPTIMIZER_PRECISION(AdamW, BF16, 2, 0) with --bytes 2 --block 0.
 BYTES, BLOCK = 1, 2048
@@ -33,18 +35,17 @@ def fail(msg):
     sys.exit(1)
 
 
-def read_log(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def check_peaks(log, what):
-    for line in log:
-        if line["peak_bytes"] != line["planned_peak_bytes"]:
-            fail("%s step %d: measured peak %d != planned %d" %
-                 (what, line["step"], line["peak_bytes"],
-                  line["planned_peak_bytes"]))
-    return log[-1]["peak_bytes"]
+def trainable_shards(ir):
+    """Each trainable partition's shard of IR (zero-opt's output): its
+    elements per rank."""
+    for m in re.finditer(
+            r"zero\.partition @(\S+) stage (\d+) world_size (\d+) "
+            r"alignment \d+ numel (\d+) padded (\d+)( frozen)?", ir):
+        stage, world = int(m.group(2)), int(m.group(3))
+        numel, padded = int(m.group(4)), int(m.group(5))
+        if m.group(6):
+            continue
+        yield numel if stage == 0 else padded // world
 
 
 def cmd_losses(args):
@@ -52,7 +53,8 @@ def cmd_losses(args):
     if len(int8) != len(f32) or not int8:
         fail("%d and %d steps" % (len(int8), len(f32)))
     low = args.label
-    peak8, peak32 = check_peaks(int8, low), check_peaks(f32, "f32")
+    peak8 = check_peak(int8, low, fail=fail)
+    peak32 = check_peak(f32, "f32", fail=fail)
     if peak8 >= peak32:
         fail("%s states peak %d, not below f32's %d" % (low, peak8, peak32))
     a, b = int8[-1]["loss"], f32[-1]["loss"]
@@ -70,7 +72,7 @@ def cmd_losses(args):
 
 def cmd_same(args):
     a, b = read_log(args.a), read_log(args.b)
-    check_peaks(b, args.b)
+    check_peak(b, args.b, fail=fail)
     for x, y in zip(a, b):
         if x["loss"] != y["loss"]:
             fail("step %d: loss %r != %r" % (x["step"], y["loss"], x["loss"]))
@@ -81,14 +83,7 @@ def cmd_report(args):
     with open(args.ir) as f:
         ir = f.read()
     want = 0
-    for m in re.finditer(
-            r"zero\.partition @(\S+) stage (\d+) world_size (\d+) "
-            r"alignment \d+ numel (\d+) padded (\d+)( frozen)?", ir):
-        stage, world = int(m.group(2)), int(m.group(3))
-        numel, padded = int(m.group(4)), int(m.group(5))
-        if m.group(6):
-            continue
-        shard = numel if stage == 0 else padded // world
+    for shard in trainable_shards(ir):
         want += args.bytes * shard
         if args.block:
             want += 4 * ((shard + args.block - 1) // args.block)

@@ -15,12 +15,12 @@ bf16_masters, DeepSpeed's bf16_master_weights_and_grads).
 
 import argparse
 import json
-import re
 import struct
 import sys
 
-# The report's nested key lookup, shared with the 8-bit Adam check.
-from adam8bit_check import find_key
+# The report's nested key lookup and the partitions' shards, shared with
+# the 8-bit Adam check.
+from adam8bit_check import find_key, trainable_shards
 
 
 def fail(msg):
@@ -28,22 +28,9 @@ def fail(msg):
     sys.exit(1)
 
 
-def trainable_shards(ir):
-    total = 0
-    for m in re.finditer(
-            r"zero\.partition @(\S+) stage (\d+) world_size (\d+) "
-            r"alignment \d+ numel (\d+) padded (\d+)( frozen)?", ir):
-        stage, world = int(m.group(2)), int(m.group(3))
-        numel, padded = int(m.group(4)), int(m.group(5))
-        if m.group(6):
-            continue
-        total += numel if stage == 0 else padded // world
-    return total
-
-
 def cmd_report(args):
     with open(args.ir) as f:
-        shard = trainable_shards(f.read())
+        shard = sum(trainable_shards(f.read()))
     if not shard:
         fail("no trainable partitions in " + args.ir)
     with open(args.f32) as f:

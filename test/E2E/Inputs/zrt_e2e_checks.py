@@ -26,6 +26,21 @@ def read_log(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def check_peak(log, what, kind="", fail=fail):
+    """The last step's measured peak, after checking that every step's
+    equals its plan: the device's, or with kind "host_" the host's, which
+    every step must report. `fail` reports a mismatch (a caller's own)."""
+    key = kind + "peak_bytes"
+    for line in log:
+        if kind and key not in line:
+            fail("%s step %d: no %s in the log" % (what, line["step"], key))
+        if line[key] != line["planned_" + key]:
+            fail("%s step %d: measured %speak %d != planned %d" %
+                 (what, line["step"], kind.replace("_", " "), line[key],
+                  line["planned_" + key]))
+    return log[-1][key]
+
+
 def rel_diff(a, b):
     return abs(a - b) / max(abs(a), 1e-30)
 

@@ -14,7 +14,8 @@ import struct
 import subprocess
 import sys
 
-from zrt_e2e_checks import fail, read_log, read_safetensors, rel_diff
+from zrt_e2e_checks import (check_peak, fail, read_log, read_safetensors,
+                            rel_diff)
 
 
 def run(cmd, log=None):
@@ -29,13 +30,12 @@ def run(cmd, log=None):
     return proc.stdout
 
 
-def check_peak(log, what):
-    for line in log:
-        if line["peak_bytes"] != line["planned_peak_bytes"]:
-            fail("%s step %d: measured peak %d != planned %d" %
-                 (what, line["step"], line["peak_bytes"],
-                  line["planned_peak_bytes"]))
-    return log[-1]["peak_bytes"]
+def stage_world(args):
+    """(stage, world, "stage S, world W") for each world size of --worlds
+    and, within it, each stage of --stages."""
+    for world in [int(w) for w in args.worlds.split(",")]:
+        for stage in [int(s) for s in args.stages.split(",")]:
+            yield stage, world, "stage %d, world %d" % (stage, world)
 
 
 def cmd_matrix(args):
@@ -44,35 +44,33 @@ def cmd_matrix(args):
     first configuration (or --ref)."""
     os.makedirs(args.work, exist_ok=True)
     ref = read_log(args.ref) if args.ref else None
-    for world in [int(w) for w in args.worlds.split(",")]:
-        for stage in [int(s) for s in args.stages.split(",")]:
-            name = os.path.join(args.work, "s%d_w%d" % (stage, world))
-            run([args.compiler, args.model, "--stage", str(stage),
-                 "--world-size", str(world), "-o", name] +
-                shlex.split(args.compile_args))
-            run(shlex.split(args.mpirun) + ["-np", str(world), name, "--quiet",
-                "--steps", str(args.steps), "--log-json", name + ".json"] +
-                shlex.split(args.train_args), log=name + ".out")
-            log = read_log(name + ".json")
-            if len(log) != args.steps:
-                fail("%s: %d log lines for %d steps" % (name, len(log),
-                                                        args.steps))
-            what = "stage %d, world %d" % (stage, world)
-            peak = check_peak(log, what)
-            line = "%s: peak %d == planned" % (what, peak)
-            if args.no_ref:
-                print(line)
-                continue
-            if ref is None:
-                ref = log
-            diff = max(rel_diff(r["loss"], l["loss"]) for r, l in zip(ref, log))
-            if diff > args.rtol:
-                fail("%s: losses differ from the reference by %.3g > %g" %
-                     (what, diff, args.rtol))
-            if any(l["skipped"] for l in log):
-                fail("%s: a step was skipped" % what)
-            print("%s: losses within %g of the reference; %s" %
-                  (what, args.rtol, line.split(": ", 1)[1]))
+    for stage, world, what in stage_world(args):
+        name = os.path.join(args.work, "s%d_w%d" % (stage, world))
+        run([args.compiler, args.model, "--stage", str(stage),
+             "--world-size", str(world), "-o", name] +
+            shlex.split(args.compile_args))
+        run(shlex.split(args.mpirun) + ["-np", str(world), name, "--quiet",
+            "--steps", str(args.steps), "--log-json", name + ".json"] +
+            shlex.split(args.train_args), log=name + ".out")
+        log = read_log(name + ".json")
+        if len(log) != args.steps:
+            fail("%s: %d log lines for %d steps" % (name, len(log),
+                                                    args.steps))
+        peak = check_peak(log, what)
+        line = "%s: peak %d == planned" % (what, peak)
+        if args.no_ref:
+            print(line)
+            continue
+        if ref is None:
+            ref = log
+        diff = max(rel_diff(r["loss"], l["loss"]) for r, l in zip(ref, log))
+        if diff > args.rtol:
+            fail("%s: losses differ from the reference by %.3g > %g" %
+                 (what, diff, args.rtol))
+        if any(l["skipped"] for l in log):
+            fail("%s: a step was skipped" % what)
+        print("%s: losses within %g of the reference; %s" %
+              (what, args.rtol, line.split(": ", 1)[1]))
     print("OK")
 
 
@@ -127,22 +125,20 @@ def cmd_variant(args):
     os.makedirs(args.work, exist_ok=True)
     extra = shlex.split(args.compile_args)
     variant = shlex.split(args.variant_args)
-    for world in [int(w) for w in args.worlds.split(",")]:
-        for stage in [int(s) for s in args.stages.split(",")]:
-            what = "stage %d, world %d" % (stage, world)
-            base = train_once(args, os.path.join(
-                args.work, "s%d_w%d_base" % (stage, world)), world,
-                ["--stage", str(stage)] + extra)
-            base_peak = check_peak(base, what)
-            log = train_once(args, os.path.join(
-                args.work, "s%d_w%d_variant" % (stage, world)), world,
-                ["--stage", str(stage)] + extra + variant)
-            peak = check_peak(log, what + ", " + args.variant_args)
-            check_bitwise(base, log, what, "without " + args.variant_args)
-            print("%s: %d steps bitwise equal without %s; peaks %d and %d "
-                  "without, both == planned" % (what, len(log),
-                                                args.variant_args, peak,
-                                                base_peak))
+    for stage, world, what in stage_world(args):
+        base = train_once(args, os.path.join(
+            args.work, "s%d_w%d_base" % (stage, world)), world,
+            ["--stage", str(stage)] + extra)
+        base_peak = check_peak(base, what)
+        log = train_once(args, os.path.join(
+            args.work, "s%d_w%d_variant" % (stage, world)), world,
+            ["--stage", str(stage)] + extra + variant)
+        peak = check_peak(log, what + ", " + args.variant_args)
+        check_bitwise(base, log, what, "without " + args.variant_args)
+        print("%s: %d steps bitwise equal without %s; peaks %d and %d "
+              "without, both == planned" % (what, len(log),
+                                            args.variant_args, peak,
+                                            base_peak))
     print("OK")
 
 
@@ -154,41 +150,26 @@ def cmd_remat(args):
     without remat."""
     os.makedirs(args.work, exist_ok=True)
     extra = shlex.split(args.compile_args)
-    for world in [int(w) for w in args.worlds.split(",")]:
-        for stage in [int(s) for s in args.stages.split(",")]:
-            what = "stage %d, world %d" % (stage, world)
-            base_name = os.path.join(args.work, "s%d_w%d_none" % (stage, world))
-            base = train_once(args, base_name, world,
-                              ["--stage", str(stage)] + extra)
-            base_peak = check_peak(base, what)
-            for policy in args.policies.split(","):
-                name = os.path.join(args.work,
-                                    "s%d_w%d_%s" % (stage, world, policy))
-                log = train_once(args, name, world,
-                                 ["--stage", str(stage), "--remat", policy] +
-                                 extra)
-                peak = check_peak(log, what + ", " + policy)
-                check_bitwise(base, log, what + ", " + policy, "without remat")
-                if peak >= base_peak:
-                    fail("%s, %s: peak %d is not below %d without remat" %
-                         (what, policy, peak, base_peak))
-                print("%s, %s: %d steps bitwise equal to no remat; peak %d < "
-                      "%d, both == planned" % (what, policy, len(log), peak,
-                                                base_peak))
+    for stage, world, what in stage_world(args):
+        base_name = os.path.join(args.work, "s%d_w%d_none" % (stage, world))
+        base = train_once(args, base_name, world,
+                          ["--stage", str(stage)] + extra)
+        base_peak = check_peak(base, what)
+        for policy in args.policies.split(","):
+            name = os.path.join(args.work,
+                                "s%d_w%d_%s" % (stage, world, policy))
+            log = train_once(args, name, world,
+                             ["--stage", str(stage), "--remat", policy] +
+                             extra)
+            peak = check_peak(log, what + ", " + policy)
+            check_bitwise(base, log, what + ", " + policy, "without remat")
+            if peak >= base_peak:
+                fail("%s, %s: peak %d is not below %d without remat" %
+                     (what, policy, peak, base_peak))
+            print("%s, %s: %d steps bitwise equal to no remat; peak %d < "
+                  "%d, both == planned" % (what, policy, len(log), peak,
+                                            base_peak))
     print("OK")
-
-
-def check_host_peak(log, what):
-    """Every step reports the host peak, measured equal to planned."""
-    for line in log:
-        if "host_peak_bytes" not in line:
-            fail("%s step %d: no host_peak_bytes in the log" %
-                 (what, line["step"]))
-        if line["host_peak_bytes"] != line["planned_host_peak_bytes"]:
-            fail("%s step %d: measured host peak %d != planned %d" %
-                 (what, line["step"], line["host_peak_bytes"],
-                  line["planned_host_peak_bytes"]))
-    return log[-1]["host_peak_bytes"]
 
 
 def cmd_activation_offload(args):
@@ -211,7 +192,7 @@ def cmd_activation_offload(args):
             log = train_once(args, prefix + "_offload", world,
                              compile_args + ["--offload-activations", "cpu"])
             peak = check_peak(log, what + ", offloaded")
-            host = check_host_peak(log, what + ", offloaded")
+            host = check_peak(log, what + ", offloaded", "host_")
             check_bitwise(base, log, what, "without offload")
             if peak >= base_peak:
                 fail("%s: peak %d with offload is not below %d without" %
@@ -232,77 +213,75 @@ def cmd_pad_vocab(args):
     unpadded run's export (--init-from), both bitwise again."""
     os.makedirs(args.work, exist_ok=True)
     extra = shlex.split(args.compile_args)
-    for world in [int(w) for w in args.worlds.split(",")]:
-        for stage in [int(s) for s in args.stages.split(",")]:
-            what = "stage %d, world %d" % (stage, world)
-            runs = {}
-            for pad in ["0", args.multiple]:
-                name = os.path.join(args.work, "s%d_w%d_pad%s" %
-                                    (stage, world, pad))
-                compile_args = ["--stage", str(stage), "--pad-vocab", pad]
-                train_args = args.train_args + " --export " + name + \
-                    ".safetensors --save " + name + ".ckpt --save-every " + \
-                    str(args.steps // 2)
-                log = train_once(argparse.Namespace(**dict(
-                    vars(args), train_args=train_args)), name, world,
-                    compile_args + extra)
-                check_peak(log, "%s, pad %s" % (what, pad))
-                runs[pad] = (name, log)
-            base_name, base = runs["0"]
-            name, log = runs[args.multiple]
-            compare_steps(base, log, what + ", padded", 1e-6)
-            same = files_equal_or_close(
-                [base_name + ".safetensors", name + ".safetensors"],
-                args.padded_atol, what + ": the padded run's exported weights")
-            print("%s: %d steps bitwise equal padded to %s; exports %s" %
-                  (what, len(log), args.multiple, same))
-            # Resume the padded run's checkpoint halfway; start the padded
-            # program from the unpadded export.
-            half = args.steps // 2
-            resumed = name + "_resumed"
-            run(shlex.split(args.mpirun) + ["-np", str(world), name, "--quiet",
-                "--steps", str(args.steps), "--log-json", resumed + ".json",
-                "--resume", "%s.ckpt/step_%d" % (name, half),
-                "--export", resumed + ".safetensors"] +
-                shlex.split(args.train_args), log=resumed + ".out")
-            compare_steps(log[half:], read_log(resumed + ".json"),
-                          what + ", resumed")
-            if open(name + ".safetensors", "rb").read() != \
-                    open(resumed + ".safetensors", "rb").read():
-                fail("%s: the resumed run's exported weights differ" % what)
-            init = []
-            for prog, tag in [(base_name, "unpadded"), (name, "padded")]:
-                out = "%s_init_%s" % (name, tag)
-                run(shlex.split(args.mpirun) + ["-np", str(world), prog,
-                    "--quiet", "--steps", "2", "--log-json", out + ".json",
-                    "--init-from", base_name + ".safetensors"] +
-                    shlex.split(args.train_args), log=out + ".out")
-                init.append(read_log(out + ".json"))
-            compare_steps(init[0], init[1], what + ", --init-from", 1e-6)
-            print("%s: resumed and --init-from runs bitwise equal" % what)
-            # zero-ckpt consolidates the padded checkpoint, as it is and
-            # resharded to one rank at stage 0, into the unpadded weights.
-            step_dir = ".ckpt/step_%d" % half
-            files = []
-            for src, tag in [(base_name + step_dir, "unpadded"),
-                             (name + step_dir, "padded")]:
-                out = "%s_consolidated_%s.safetensors" % (name, tag)
-                run([args.ckpt_tool, "consolidate", src, "-o", out,
-                     "--optimizer-states"])
-                files.append(out)
-            run([args.ckpt_tool, "reshard", name + step_dir, "--world-size",
-                 "1", "--stage", "0", "-o", name + "_resharded"])
-            run([args.ckpt_tool, "consolidate", name + "_resharded", "-o",
-                 name + "_resharded.safetensors", "--optimizer-states"])
-            files.append(name + "_resharded.safetensors")
-            same = files_equal_or_close(
-                files, args.padded_atol, what + ": the padded checkpoint "
-                "consolidated (and resharded)")
-            if open(files[1], "rb").read() != open(files[2], "rb").read():
-                fail("%s: the padded checkpoint reshards to other weights "
-                     "than it consolidates to" % what)
-            print("%s: consolidated checkpoints %s, resharded too" %
-                  (what, same))
+    for stage, world, what in stage_world(args):
+        runs = {}
+        for pad in ["0", args.multiple]:
+            name = os.path.join(args.work, "s%d_w%d_pad%s" %
+                                (stage, world, pad))
+            compile_args = ["--stage", str(stage), "--pad-vocab", pad]
+            train_args = args.train_args + " --export " + name + \
+                ".safetensors --save " + name + ".ckpt --save-every " + \
+                str(args.steps // 2)
+            log = train_once(argparse.Namespace(**dict(
+                vars(args), train_args=train_args)), name, world,
+                compile_args + extra)
+            check_peak(log, "%s, pad %s" % (what, pad))
+            runs[pad] = (name, log)
+        base_name, base = runs["0"]
+        name, log = runs[args.multiple]
+        compare_steps(base, log, what + ", padded", 1e-6)
+        same = files_equal_or_close(
+            [base_name + ".safetensors", name + ".safetensors"],
+            args.padded_atol, what + ": the padded run's exported weights")
+        print("%s: %d steps bitwise equal padded to %s; exports %s" %
+              (what, len(log), args.multiple, same))
+        # Resume the padded run's checkpoint halfway; start the padded
+        # program from the unpadded export.
+        half = args.steps // 2
+        resumed = name + "_resumed"
+        run(shlex.split(args.mpirun) + ["-np", str(world), name, "--quiet",
+            "--steps", str(args.steps), "--log-json", resumed + ".json",
+            "--resume", "%s.ckpt/step_%d" % (name, half),
+            "--export", resumed + ".safetensors"] +
+            shlex.split(args.train_args), log=resumed + ".out")
+        compare_steps(log[half:], read_log(resumed + ".json"),
+                      what + ", resumed")
+        if open(name + ".safetensors", "rb").read() != \
+                open(resumed + ".safetensors", "rb").read():
+            fail("%s: the resumed run's exported weights differ" % what)
+        init = []
+        for prog, tag in [(base_name, "unpadded"), (name, "padded")]:
+            out = "%s_init_%s" % (name, tag)
+            run(shlex.split(args.mpirun) + ["-np", str(world), prog,
+                "--quiet", "--steps", "2", "--log-json", out + ".json",
+                "--init-from", base_name + ".safetensors"] +
+                shlex.split(args.train_args), log=out + ".out")
+            init.append(read_log(out + ".json"))
+        compare_steps(init[0], init[1], what + ", --init-from", 1e-6)
+        print("%s: resumed and --init-from runs bitwise equal" % what)
+        # zero-ckpt consolidates the padded checkpoint, as it is and
+        # resharded to one rank at stage 0, into the unpadded weights.
+        step_dir = ".ckpt/step_%d" % half
+        files = []
+        for src, tag in [(base_name + step_dir, "unpadded"),
+                         (name + step_dir, "padded")]:
+            out = "%s_consolidated_%s.safetensors" % (name, tag)
+            run([args.ckpt_tool, "consolidate", src, "-o", out,
+                 "--optimizer-states"])
+            files.append(out)
+        run([args.ckpt_tool, "reshard", name + step_dir, "--world-size",
+             "1", "--stage", "0", "-o", name + "_resharded"])
+        run([args.ckpt_tool, "consolidate", name + "_resharded", "-o",
+             name + "_resharded.safetensors", "--optimizer-states"])
+        files.append(name + "_resharded.safetensors")
+        same = files_equal_or_close(
+            files, args.padded_atol, what + ": the padded checkpoint "
+            "consolidated (and resharded)")
+        if open(files[1], "rb").read() != open(files[2], "rb").read():
+            fail("%s: the padded checkpoint reshards to other weights "
+                 "than it consolidates to" % what)
+        print("%s: consolidated checkpoints %s, resharded too" %
+              (what, same))
     print("OK")
 
 
@@ -374,95 +353,93 @@ def cmd_offload(args):
     too)."""
     os.makedirs(args.work, exist_ok=True)
     extra = shlex.split(args.compile_args)
-    for world in [int(w) for w in args.worlds.split(",")]:
-        for stage in [int(s) for s in args.stages.split(",")]:
-            what = "stage %d, world %d" % (stage, world)
-            base_name = os.path.join(args.work, "s%d_w%d" % (stage, world))
-            base = train_once(args, base_name, world,
-                              ["--stage", str(stage)] + extra,
-                              reuse=args.reuse_baselines)
-            base_peak = check_peak(base, what)
-            name = base_name + "_offload"
-            offload = shlex.split(args.offload_args) \
-                if args.offload_args is not None \
-                else ["--offload-optimizer", args.device]
-            pipeline = args.pipeline_offload \
-                if args.pipeline_offload is not None \
-                else "offload-optimizer=" + args.device
-            swap_dir = name + "_nvme"
-            if args.device == "nvme":
-                os.makedirs(swap_dir, exist_ok=True)
-                offload += ["--nvme-path", swap_dir] + \
-                    shlex.split(args.nvme_args)
-                pipeline += " nvme-path=%s %s" % (
-                    swap_dir, " ".join(a.lstrip("-") + "=" + b for a, b in
-                                       zip(shlex.split(args.nvme_args)[::2],
-                                           shlex.split(args.nvme_args)[1::2])))
-            log = train_once(args, name, world,
-                             ["--stage", str(stage)] + offload + extra)
-            peak = check_peak(log, what + ", offload")
-            nvme = 0
-            if args.device == "nvme":
-                planned = log[-1]["planned_nvme_bytes"]
-                # Which offloads are on NVMe: the optimizer's states and
-                # the parameter shards each have a file per rank.
-                devices = {"--offload-optimizer": "none",
-                           "--offload-param": "none"}
-                for flag, value in zip(offload, offload[1:]):
-                    if flag in devices:
-                        devices[flag] = value
-                kinds = [k for k, flag in [("optimizer", "--offload-optimizer"),
-                                           ("params", "--offload-param")]
-                         if devices[flag] == "nvme"]
-                files = sorted(os.listdir(swap_dir))
-                want = sorted("zero-%s.rank%d.swp" % (k, r)
-                              for k in kinds for r in range(world))
-                if files != want:
-                    fail("%s, nvme: swap files %r, expected %r" %
-                         (what, files, want))
-                sizes = [sum(os.stat(os.path.join(
-                    swap_dir, "zero-%s.rank%d.swp" % (k, r))).st_size
-                    for k in kinds) for r in range(world)]
-                if any(size != planned for size in sizes) or planned <= 0:
-                    fail("%s, nvme: swap files of %r bytes per rank, planned "
-                         "%d" % (what, sizes, planned))
-                nvme = planned
-            for b, l in zip(base, log):
-                for key in ["loss", "grad_norm", "loss_scale", "skipped"]:
-                    if b[key] != l[key]:
-                        fail("%s, offload: step %d: %s %r != %r without "
-                             "offload" % (what, l["step"], key, l[key],
-                                          b[key]))
-                if l["host_peak_bytes"] != l["planned_host_peak_bytes"]:
-                    fail("%s, offload: step %d: measured host peak %d != "
-                         "planned %d" % (what, l["step"], l["host_peak_bytes"],
-                                         l["planned_host_peak_bytes"]))
-                if "host_peak_bytes" in b:
-                    fail("%s: a host peak without offload" % what)
-            if peak >= base_peak and not args.peak_may_grow:
-                fail("%s, offload: device peak %d is not below %d without "
-                     "offload" % (what, peak, base_peak))
-            host = log[-1]["host_peak_bytes"]
-            if args.report:
-                out = run([args.zero_opt, args.model, "--zero-pipeline=stage=%d "
-                           "world-size=%d %s %s" %
-                           (stage, world, pipeline, args.pipeline_args),
-                           "--zero-report", "-o", os.devnull])
-                report = json.loads(out[out.index("{"):])
-                if report["host_peak_bytes"] != host or \
-                        report["peak_bytes"] != peak or \
-                        report["nvme_bytes"] != nvme:
-                    fail("%s, offload: report peak %d, host %d, nvme %d; "
-                         "measured %d, %d" % (what, report["peak_bytes"],
-                                              report["host_peak_bytes"],
-                                              report["nvme_bytes"], peak,
-                                              host))
-            print("%s: %d steps bitwise equal to no offload; device peak %d "
-                  "%s %d, host peak %d%s, all == planned" %
-                  (what, len(log), peak, "<" if peak < base_peak else ">=",
-                   base_peak, host,
-                   ", swap files %d x %d bytes" % (world, nvme)
-                   if args.device == "nvme" else ""))
+    for stage, world, what in stage_world(args):
+        base_name = os.path.join(args.work, "s%d_w%d" % (stage, world))
+        base = train_once(args, base_name, world,
+                          ["--stage", str(stage)] + extra,
+                          reuse=args.reuse_baselines)
+        base_peak = check_peak(base, what)
+        name = base_name + "_offload"
+        offload = shlex.split(args.offload_args) \
+            if args.offload_args is not None \
+            else ["--offload-optimizer", args.device]
+        pipeline = args.pipeline_offload \
+            if args.pipeline_offload is not None \
+            else "offload-optimizer=" + args.device
+        swap_dir = name + "_nvme"
+        if args.device == "nvme":
+            os.makedirs(swap_dir, exist_ok=True)
+            offload += ["--nvme-path", swap_dir] + \
+                shlex.split(args.nvme_args)
+            pipeline += " nvme-path=%s %s" % (
+                swap_dir, " ".join(a.lstrip("-") + "=" + b for a, b in
+                                   zip(shlex.split(args.nvme_args)[::2],
+                                       shlex.split(args.nvme_args)[1::2])))
+        log = train_once(args, name, world,
+                         ["--stage", str(stage)] + offload + extra)
+        peak = check_peak(log, what + ", offload")
+        nvme = 0
+        if args.device == "nvme":
+            planned = log[-1]["planned_nvme_bytes"]
+            # Which offloads are on NVMe: the optimizer's states and
+            # the parameter shards each have a file per rank.
+            devices = {"--offload-optimizer": "none",
+                       "--offload-param": "none"}
+            for flag, value in zip(offload, offload[1:]):
+                if flag in devices:
+                    devices[flag] = value
+            kinds = [k for k, flag in [("optimizer", "--offload-optimizer"),
+                                       ("params", "--offload-param")]
+                     if devices[flag] == "nvme"]
+            files = sorted(os.listdir(swap_dir))
+            want = sorted("zero-%s.rank%d.swp" % (k, r)
+                          for k in kinds for r in range(world))
+            if files != want:
+                fail("%s, nvme: swap files %r, expected %r" %
+                     (what, files, want))
+            sizes = [sum(os.stat(os.path.join(
+                swap_dir, "zero-%s.rank%d.swp" % (k, r))).st_size
+                for k in kinds) for r in range(world)]
+            if any(size != planned for size in sizes) or planned <= 0:
+                fail("%s, nvme: swap files of %r bytes per rank, planned "
+                     "%d" % (what, sizes, planned))
+            nvme = planned
+        for b, l in zip(base, log):
+            for key in ["loss", "grad_norm", "loss_scale", "skipped"]:
+                if b[key] != l[key]:
+                    fail("%s, offload: step %d: %s %r != %r without "
+                         "offload" % (what, l["step"], key, l[key],
+                                      b[key]))
+            if l["host_peak_bytes"] != l["planned_host_peak_bytes"]:
+                fail("%s, offload: step %d: measured host peak %d != "
+                     "planned %d" % (what, l["step"], l["host_peak_bytes"],
+                                     l["planned_host_peak_bytes"]))
+            if "host_peak_bytes" in b:
+                fail("%s: a host peak without offload" % what)
+        if peak >= base_peak and not args.peak_may_grow:
+            fail("%s, offload: device peak %d is not below %d without "
+                 "offload" % (what, peak, base_peak))
+        host = log[-1]["host_peak_bytes"]
+        if args.report:
+            out = run([args.zero_opt, args.model, "--zero-pipeline=stage=%d "
+                       "world-size=%d %s %s" %
+                       (stage, world, pipeline, args.pipeline_args),
+                       "--zero-report", "-o", os.devnull])
+            report = json.loads(out[out.index("{"):])
+            if report["host_peak_bytes"] != host or \
+                    report["peak_bytes"] != peak or \
+                    report["nvme_bytes"] != nvme:
+                fail("%s, offload: report peak %d, host %d, nvme %d; "
+                     "measured %d, %d" % (what, report["peak_bytes"],
+                                          report["host_peak_bytes"],
+                                          report["nvme_bytes"], peak,
+                                          host))
+        print("%s: %d steps bitwise equal to no offload; device peak %d "
+              "%s %d, host peak %d%s, all == planned" %
+              (what, len(log), peak, "<" if peak < base_peak else ">=",
+               base_peak, host,
+               ", swap files %d x %d bytes" % (world, nvme)
+               if args.device == "nvme" else ""))
     print("OK")
 
 

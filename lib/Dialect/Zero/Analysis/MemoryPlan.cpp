@@ -662,6 +662,13 @@ mlir::zero::computeMemoryPlan(const StepSchedule &schedule) {
   return plan;
 }
 
+FailureOr<MemoryPlan> mlir::zero::computeMemoryPlan(TrainStepOp step) {
+  FailureOr<StepSchedule> schedule = StepSchedule::get(step);
+  if (failed(schedule))
+    return failure();
+  return computeMemoryPlan(*schedule);
+}
+
 void mlir::zero::recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step) {
   MLIRContext *ctx = step.getContext();
   auto *dialect = ctx->getLoadedDialect<ZeroDialect>();

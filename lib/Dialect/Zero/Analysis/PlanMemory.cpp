@@ -21,10 +21,7 @@ struct ZeroPlanMemoryPass
   using Base::Base;
   void runOnOperation() override {
     for (TrainStepOp step : getOperation().getOps<TrainStepOp>()) {
-      FailureOr<StepSchedule> schedule = StepSchedule::get(step);
-      if (failed(schedule))
-        return signalPassFailure();
-      FailureOr<MemoryPlan> plan = computeMemoryPlan(*schedule);
+      FailureOr<MemoryPlan> plan = computeMemoryPlan(step);
       if (failed(plan))
         return signalPassFailure();
       recordMemoryPlan(*plan, step);

@@ -88,10 +88,7 @@ struct ZeroPrintMemoryPlanPass
   using Base::Base;
   void runOnOperation() override {
     for (TrainStepOp step : getOperation().getOps<TrainStepOp>()) {
-      FailureOr<StepSchedule> schedule = StepSchedule::get(step);
-      if (failed(schedule))
-        return signalPassFailure();
-      FailureOr<MemoryPlan> plan = computeMemoryPlan(*schedule);
+      FailureOr<MemoryPlan> plan = computeMemoryPlan(step);
       if (failed(plan))
         return signalPassFailure();
       printPlan(*plan, step, llvm::outs());

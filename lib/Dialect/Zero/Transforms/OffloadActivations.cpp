@@ -129,10 +129,7 @@ void undo(Offload &o) {
 
 /// The device peak of `step`'s plan as it is scheduled now.
 FailureOr<int64_t> planPeak(TrainStepOp step) {
-  FailureOr<StepSchedule> schedule = StepSchedule::get(step);
-  if (failed(schedule))
-    return failure();
-  FailureOr<MemoryPlan> plan = computeMemoryPlan(*schedule);
+  FailureOr<MemoryPlan> plan = computeMemoryPlan(step);
   if (failed(plan))
     return failure();
   return plan->peakBytes;

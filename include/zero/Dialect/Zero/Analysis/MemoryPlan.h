@@ -120,6 +120,10 @@ struct MemoryPlan {
 /// Plans `step`. Diagnostics go to the step.
 FailureOr<MemoryPlan> computeMemoryPlan(const StepSchedule &schedule);
 
+/// Schedules `step` (StepSchedule::get) and plans it, for a caller that
+/// needs only the plan. Diagnostics go to the step.
+FailureOr<MemoryPlan> computeMemoryPlan(TrainStepOp step);
+
 /// Records the plan in the IR (see zero-plan-memory's description).
 void recordMemoryPlan(const MemoryPlan &plan, TrainStepOp step);
 
