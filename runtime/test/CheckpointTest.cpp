@@ -329,7 +329,7 @@ TEST(UniversalCheckpointTest, RefusesAnotherModelNamingWhatDiffers) {
             std::string::npos);
   j = tinyManifest(1, 4);
   j["optimizer"]["weight_decay"] = 0.1;
-  EXPECT_NE(error(j).find("weight decay 0.0, this program's is 0.1"),
+  EXPECT_NE(error(j).find("weight_decay 0.0, this program's is 0.1"),
             std::string::npos);
   // A parameter that computes in another dtype, named.
   j = tinyManifest(1, 4);

@@ -58,6 +58,41 @@ nlohmann::json expertManifest() {
   return j;
 }
 
+// The optimizer's hyper-parameters are optimizers.def's rows, read by name:
+// a row the manifest leaves out is its default, whatever the kind.
+TEST(ManifestTest, ReadsHyperParamsByRow) {
+  nlohmann::json j = tinyManifest(1, 4);
+  for (const optimizers::HyperParamRow &p : optimizers::kHyperParams)
+    j["optimizer"].erase(p.name);
+  Manifest m = Manifest::parse(j.dump());
+  for (const optimizers::HyperParamRow &p : optimizers::kHyperParams) {
+    EXPECT_EQ(m.hyperParam(p.id), p.defaultValue) << p.name;
+    EXPECT_EQ(m.optimizerParam(p.name), p.defaultValue) << p.name;
+  }
+  EXPECT_EQ(m.optimizerParam("lr"), 1e-3);
+  EXPECT_EQ(m.optimizerParam("amsgrad"), std::nullopt);
+  EXPECT_EQ(m.optimizerParam("bias_correction"), 1.0);
+  EXPECT_EQ(m.optimizerParam("ns_steps"), 5.0);
+
+  // Flat keys, each of its row's type, as the compiler writes them for
+  // every kind (this program's is AdamW).
+  j["optimizer"]["muon_lr"] = 0.02;
+  j["optimizer"]["muon_nesterov"] = false;
+  j["optimizer"]["ns_steps"] = 3;
+  j["optimizer"]["adjust_lr_fn"] = 1;
+  j["optimizer"]["beta2_decay"] = -0.5;
+  j["optimizer"]["maximize"] = true;
+  m = Manifest::parse(j.dump());
+  using HP = optimizers::HyperParam;
+  EXPECT_EQ(m.hyperParam(HP::muon_lr), 0.02);
+  EXPECT_EQ(m.hyperParam(HP::muon_nesterov), 0.0);
+  EXPECT_EQ(m.hyperParam(HP::ns_steps), 3.0);
+  EXPECT_EQ(m.hyperParam(HP::adjust_lr_fn), 1.0);
+  EXPECT_EQ(m.optimizerParam("beta2_decay"), -0.5);
+  EXPECT_EQ(m.optimizerParam("maximize"), 1.0);
+  EXPECT_EQ(m.optimizerParam("beta1"), 0.9);
+}
+
 TEST(ManifestTest, ShardsExpertPartitionsOverExpertReplicas) {
   Manifest m = Manifest::parse(expertManifest().dump());
   const PartitionInfo &p = m.partitions[0];
@@ -95,19 +130,14 @@ TEST(ManifestTest, RejectsInconsistentManifests) {
   j = tinyManifest(1, 4);
   j["partitions"][0]["buffers"]["exp_avg_sq"] = 310;
   EXPECT_NE(error(j).find("outside the persistent arena"), std::string::npos);
-  // Adafactor's row borrows Adam's entries: without its parameters a
-  // program would train Adam under its name, so it is refused.
+  // A hyper-parameter's field has its row's type.
   j = tinyManifest(1, 4);
-  j["optimizer"]["kind"] = "adafactor";
-  EXPECT_NE(error(j).find("optimizer.adafactor is missing for adafactor"),
+  j["optimizer"]["maximize"] = 1;
+  EXPECT_NE(error(j).find("key 'optimizer.maximize' must be true or false"),
             std::string::npos);
   j = tinyManifest(1, 4);
-  j["optimizer"]["adafactor"] = {{"beta2_decay", -0.8},
-                                 {"eps1", -1.0},
-                                 {"eps2", 1e-3},
-                                 {"d", 1.0},
-                                 {"maximize", false}};
-  EXPECT_NE(error(j).find("optimizer.adafactor is set for adamw"),
+  j["optimizer"]["ns_steps"] = 2.5;
+  EXPECT_NE(error(j).find("key 'optimizer.ns_steps' must be an integer"),
             std::string::npos);
   j = tinyManifest(1, 4);
   j["partitions"][0]["buffer_numel"]["grads"] = 3; // stage 1 keeps full grads

@@ -481,16 +481,12 @@ Manifest splitLayout(const CheckpointReader &ckpt, int world, int stage) {
            "', which this runtime does not know");
     m.optimizer = *optimizer;
     m.lr = opt.at(Optimizer::lr).get<double>();
-    m.beta1 = opt.at(Optimizer::beta1).get<double>();
-    m.beta2 = opt.at(Optimizer::beta2).get<double>();
-    m.eps = opt.at(Optimizer::eps).get<double>();
-    m.weightDecay = opt.at(Optimizer::weightDecay).get<double>();
-    // As checkSameModel compares them; checkpoints from before schedules
-    // have neither.
-    m.biasCorrection = opt.value(Optimizer::biasCorrection, true);
-    m.momentum = opt.value(Optimizer::momentum, 0.0);
-    m.dampening = opt.value(Optimizer::dampening, 0.0);
-    m.nesterov = opt.value(Optimizer::nesterov, false);
+    // As checkSameModel compares them: a key that a checkpoint from before
+    // its row lacks is the row's default (Manifest's), and one from before
+    // schedules has none.
+    for (const optimizers::HyperParamRow &p : optimizers::kHyperParams)
+      if (auto it = opt.find(p.name); it != opt.end())
+        m.hyperParams[size_t(p.id)] = hyperParamValue(*it);
     std::string schedule =
         opt.value(Optimizer::lrSchedule, std::string("none"));
     if (schedule != "none")

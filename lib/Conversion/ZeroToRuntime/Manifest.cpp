@@ -14,12 +14,14 @@
 #include "Lowering.h"
 #include "zero/Dialect/Zero/Analysis/Muon.h"
 #include "zero/Dialect/Zero/Analysis/Report.h"
+#include "zero/Dialect/Zero/IR/Optimizers.h"
 
 #include "zero/Interfaces/IndexOperandOpInterface.h"
 #include "zero/Support/UTF8.h"
 #include "zero_rt/manifest.h"
 #include "zero_rt/program.h"
 
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/xxhash.h"
@@ -128,6 +130,17 @@ static manifest::Dtype toManifest(Type t) {
   return manifest::Dtype::I64;
 }
 
+/// Sets `field` to `opt`'s hyper-parameter `name`, converted to the field's
+/// type (true is 1, an enum's value its number).
+template <typename T>
+static void setHyperParam(OptimizerAttr opt, StringRef name, T &field) {
+  std::optional<double> value = getOptimizerParamValue(opt, name);
+  if (!value)
+    llvm::report_fatal_error("optimizers.def: #zero.optimizer has no " +
+                             Twine(name));
+  field = static_cast<T>(*value);
+}
+
 /// The optimizer attribute; its schedule with every parameter, by
 /// DeepSpeed's names.
 static manifest::Optimizer optimizerManifest(OptimizerAttr opt) {
@@ -136,34 +149,11 @@ static manifest::Optimizer optimizerManifest(OptimizerAttr opt) {
   o.kind = toManifest<manifest::OptimizerKind>(
       stringifyOptimizerKind(opt.getKind()));
   o.lr = d(opt.getLr());
-  o.beta1 = d(opt.getBeta1());
-  o.beta2 = d(opt.getBeta2());
-  o.eps = d(opt.getEps());
-  o.weightDecay = d(opt.getWeightDecay());
-  o.biasCorrection = opt.getBiasCorrection();
-  o.momentum = d(opt.getMomentum());
-  o.dampening = d(opt.getDampening());
-  o.nesterov = opt.getNesterov();
-  if (opt.getKind() == OptimizerKind::muon) {
-    manifest::MuonParams &mu = o.muon.emplace();
-    mu.lr = d(opt.getMuonLr());
-    mu.momentum = d(opt.getMuonMomentum());
-    mu.nesterov = opt.getMuonNesterov();
-    mu.nsSteps = opt.getNsSteps();
-    mu.nsA = d(opt.getNsA());
-    mu.nsB = d(opt.getNsB());
-    mu.nsC = d(opt.getNsC());
-    mu.nsEps = d(opt.getNsEps());
-    mu.adjustLrFn = static_cast<int32_t>(opt.getAdjustLrFn());
-  }
-  if (opt.getKind() == OptimizerKind::adafactor) {
-    manifest::AdafactorParams &af = o.adafactor.emplace();
-    af.beta2Decay = d(opt.getBeta2Decay());
-    af.eps1 = d(opt.getEps1());
-    af.eps2 = d(opt.getEps2());
-    af.d = d(opt.getD());
-    af.maximize = opt.getMaximize();
-  }
+  // Every ZRT_HYPER_PARAM row, whatever the kind (one the kind does not
+  // read is at its default).
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  setHyperParam(opt, #name, o.name);
+#include "zero_rt/optimizers.def"
   // Absent for f32, so that programs with f32 states keep their manifest.
   if (opt.getStates() != StatePrecision::f32)
     o.states = toManifest<manifest::StatePrecision>(

@@ -15,6 +15,7 @@
 #include "zero_rt/manifest.h"
 #include "zero_rt/zrt.h"
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -340,6 +341,70 @@ constexpr bool hasParamKey(Kind kind, std::string_view key) {
       return true;
   return false;
 }
+
+/// The type of a #zero.optimizer hyper-parameter (ZRT_HYPER_PARAM's
+/// `type`): its manifest field is a double, a bool, an int64_t or, for the
+/// enum MuonAdjustLr, an int32_t of the enum's number.
+enum class HyperParamType : int32_t { Double, Bool, Int, MuonAdjustLr };
+
+/// A hyper-parameter of #zero.optimizer besides `lr` (a ZRT_HYPER_PARAM
+/// row), named as its row, in the table's order.
+enum class HyperParam : int32_t {
+#define ZRT_HYPER_PARAM(name, type, default, check) name,
+#include "zero_rt/optimizers.def"
+};
+
+/// The number of ZRT_HYPER_PARAM rows.
+constexpr int kNumHyperParams = 0
+#define ZRT_HYPER_PARAM(name, type, default, check) +1
+#include "zero_rt/optimizers.def"
+    ;
+
+/// One ZRT_HYPER_PARAM row.
+struct HyperParamRow {
+  HyperParam id;
+  const char *name; // the #zero.optimizer parameter, the manifest's key
+  HyperParamType type;
+  double defaultValue; // true is 1, an enum's value its number
+};
+
+/// Every hyper-parameter, by HyperParam.
+inline constexpr HyperParamRow kHyperParams[] = {
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  {HyperParam::name, #name, HyperParamType::type, double(default)},
+#include "zero_rt/optimizers.def"
+};
+static_assert(sizeof(kHyperParams) / sizeof(kHyperParams[0]) ==
+              size_t(kNumHyperParams));
+
+/// The row of hyper-parameter `p`.
+constexpr const HyperParamRow &hyperParamRow(HyperParam p) {
+  return kHyperParams[static_cast<size_t>(p)];
+}
+
+/// Every row's default, by HyperParam.
+constexpr std::array<double, kNumHyperParams> hyperParamDefaults() {
+  std::array<double, kNumHyperParams> values{};
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = kHyperParams[i].defaultValue;
+  return values;
+}
+
+/// The hyper-parameter named `name`, if it is a row's.
+constexpr std::optional<HyperParam> hyperParamOf(std::string_view name) {
+  for (const HyperParamRow &p : kHyperParams)
+    if (name == p.name)
+      return p.id;
+  return std::nullopt;
+}
+
+// Each optimizer's hyper-parameter is `lr` or a ZRT_HYPER_PARAM row: the
+// manifest carries it, and the runtime reads it by name.
+#define ZRT_OPTIMIZER_PARAM(id, name, key, default)                            \
+  static_assert(std::string_view(#name) == "lr" || hyperParamOf(#name),        \
+                "optimizers.def: " #id "'s " #name                             \
+                " is not a ZRT_HYPER_PARAM row");
+#include "zero_rt/optimizers.def"
 
 /// The ds_config `optimizer.type` names, DeepSpeed's own then torch.optim's
 /// classes, as DeepSpeed and torch spell them.

@@ -44,8 +44,13 @@ extern "C" {
  *    older runtimes would ignore and run with consecutive sets).
  * 10: every optimizer's update is zrt_ctx_optimizer_step and its _staged,
  *    _host and _nvme variants (the zrt_ctx_adam*, zrt_ctx_lion* and
- *    zrt_ctx_sgd* calls are gone). */
-#define ZRT_PROGRAM_VERSION 10
+ *    zrt_ctx_sgd* calls are gone).
+ * 11: the manifest's optimizer carries every hyper-parameter of
+ *    optimizers.def's ZRT_HYPER_PARAM rows flat, under its row's name
+ *    (optimizer.muon_lr, optimizer.beta2_decay): the optimizer.muon and
+ *    optimizer.adafactor objects are gone, so older runtimes would miss
+ *    Muon's and Adafactor's parameters. */
+#define ZRT_PROGRAM_VERSION 11
 
 typedef struct zrt_ctx zrt_ctx;
 

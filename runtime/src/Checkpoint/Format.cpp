@@ -343,16 +343,14 @@ json zrt::optimizerJson(const Manifest &m) {
   using checkpoint::Optimizer;
   json o = {{Optimizer::kind, manifest::valueOf(m.optimizer)},
             {Optimizer::lr, m.lr},
-            {Optimizer::beta1, m.beta1},
-            {Optimizer::beta2, m.beta2},
-            {Optimizer::eps, m.eps},
-            {Optimizer::weightDecay, m.weightDecay},
-            {Optimizer::biasCorrection, m.biasCorrection},
-            {Optimizer::momentum, m.momentum},
-            {Optimizer::dampening, m.dampening},
-            {Optimizer::nesterov, m.nesterov},
             {Optimizer::lrSchedule,
              m.scheduleText.empty() ? "none" : m.scheduleText}};
+  // Every row, whatever the kind.
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  o[Optimizer::name] =                                                         \
+      hyperParamJson(optimizers::HyperParam::name,                             \
+                     m.hyperParam(optimizers::HyperParam::name));
+#include "zero_rt/optimizers.def"
   json groups = json::object();
   for (const ParamInfo &p : m.params)
     if (p.weightDecay >= 0)
@@ -362,6 +360,23 @@ json zrt::optimizerJson(const Manifest &m) {
   if (m.int8States())
     o[Optimizer::states] = optimizers::precisionName(m.statePrecision);
   return o;
+}
+
+json zrt::hyperParamJson(optimizers::HyperParam p, double value) {
+  switch (optimizers::hyperParamRow(p).type) {
+  case optimizers::HyperParamType::Bool:
+    return value != 0;
+  case optimizers::HyperParamType::Int:
+  case optimizers::HyperParamType::MuonAdjustLr:
+    return int64_t(value);
+  case optimizers::HyperParamType::Double:
+    break;
+  }
+  return value;
+}
+
+double zrt::hyperParamValue(const json &j) {
+  return j.is_boolean() ? double(j.get<bool>()) : j.get<double>();
 }
 
 std::string zrt::checkpointManifest(const Manifest &m, int world, int64_t step,

@@ -220,6 +220,12 @@ nlohmann::json layoutJson(const Manifest &m);
 /// `param_weight_decay` (the parameters with a weight decay of their own, by
 /// name) is there only for a model with weight-decay groups.
 nlohmann::json optimizerJson(const Manifest &m);
+/// Hyper-parameter `p` of value `value` as optimizerJson records it, of its
+/// row's type: true or false, an integer (an enum's number) or a number.
+nlohmann::json hyperParamJson(optimizers::HyperParam p, double value);
+/// The value of a hyper-parameter as optimizerJson records it (true is 1);
+/// throws json's type_error for another JSON type.
+double hyperParamValue(const nlohmann::json &j);
 
 /// The manifest.json of a checkpoint of program `m` on `world` ranks at
 /// `step` whose rank files are `files` (sealed: sealManifest's text).

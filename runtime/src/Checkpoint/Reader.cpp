@@ -826,19 +826,15 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
     const json &savedOptimizer =
         ckpt.manifest().at(checkpoint::ManifestFile::optimizer);
     json mine = optimizerJson(m);
-    // Checkpoints from before schedules and bias_correction had neither,
-    // and a model without weight-decay groups has none.
+    // Checkpoints from before schedules had none, those from before a
+    // hyper-parameter's row lack its key (the row's default), and a model
+    // without weight-decay groups has none.
     json saved = savedOptimizer;
-    if (!saved.contains(Optimizer::biasCorrection))
-      saved[Optimizer::biasCorrection] = true;
     if (!saved.contains(Optimizer::lrSchedule))
       saved[Optimizer::lrSchedule] = "none";
-    if (!saved.contains(Optimizer::momentum))
-      saved[Optimizer::momentum] = 0.0;
-    if (!saved.contains(Optimizer::dampening))
-      saved[Optimizer::dampening] = 0.0;
-    if (!saved.contains(Optimizer::nesterov))
-      saved[Optimizer::nesterov] = false;
+    for (const optimizers::HyperParamRow &p : optimizers::kHyperParams)
+      if (!saved.contains(p.name))
+        saved[p.name] = hyperParamJson(p.id, p.defaultValue);
     for (json *o : {&saved, &mine})
       if (!o->contains(Optimizer::paramWeightDecay))
         (*o)[Optimizer::paramWeightDecay] = json::object();

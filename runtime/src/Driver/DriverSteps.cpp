@@ -357,8 +357,8 @@ StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
   // The learning rate this step applied, or would have (a skipped step
   // does not advance the schedule, as in DeepSpeed's engine).
   bool scheduled = m.schedule.kind != ZRT_LR_CONSTANT;
-  r.beta1 = m.beta1;
-  r.beta2 = m.beta2;
+  r.beta1 = m.hyperParam(optimizers::HyperParam::beta1);
+  r.beta2 = m.hyperParam(optimizers::HyperParam::beta2);
   r.lr = zrt_lr_at(scheduled ? &m.schedule : nullptr, m.lr, &r.beta1, &r.beta2,
                    ctx.skipped ? ctx.optimizerSteps + 1 : ctx.optimizerSteps);
   return r;

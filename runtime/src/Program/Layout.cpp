@@ -21,24 +21,10 @@
 using namespace zrt;
 
 std::optional<double> Manifest::optimizerParam(std::string_view name) const {
-  if (name == "lr")
+  if (name == manifest::Optimizer::lrKey)
     return lr;
-  if (name == "beta1")
-    return beta1;
-  if (name == "beta2")
-    return beta2;
-  if (name == "eps")
-    return eps;
-  if (name == "weight_decay")
-    return weightDecay;
-  if (name == "bias_correction")
-    return biasCorrection ? 1.0 : 0.0;
-  if (name == "momentum")
-    return momentum;
-  if (name == "dampening")
-    return dampening;
-  if (name == "nesterov")
-    return nesterov ? 1.0 : 0.0;
+  if (std::optional<optimizers::HyperParam> p = optimizers::hyperParamOf(name))
+    return hyperParam(*p);
   return std::nullopt;
 }
 

@@ -395,29 +395,10 @@ void readTraining(const manifest::Program &w, const json &j, Manifest &m) {
   const manifest::Optimizer &opt = w.optimizer;
   m.optimizer = opt.kind;
   m.lr = opt.lr;
-  m.beta1 = opt.beta1;
-  m.beta2 = opt.beta2;
-  m.eps = opt.eps;
-  m.weightDecay = opt.weightDecay;
-  m.biasCorrection = opt.biasCorrection;
-  m.momentum = opt.momentum;
-  m.dampening = opt.dampening;
-  m.nesterov = opt.nesterov;
-  m.muon = opt.muon;
-  m.adafactor = opt.adafactor;
-  // Adafactor's row borrows Adam's entries: without its parameters the
-  // program would train Adam under Adafactor's name.
-  if ((m.optimizer == manifest::OptimizerKind::Adafactor) != bool(m.adafactor))
-    invalid(keyPath(manifest::Program::optimizerKey,
-                    manifest::Optimizer::adafactorKey) +
-            (m.adafactor
-                 ? " is set for " + std::string(manifest::valueOf(m.optimizer))
-                 : std::string(" is missing for adafactor")));
-  if ((m.optimizer == manifest::OptimizerKind::Muon) != bool(m.muon))
-    invalid(
-        keyPath(manifest::Program::optimizerKey, manifest::Optimizer::muonKey) +
-        (m.muon ? " is set for " + std::string(manifest::valueOf(m.optimizer))
-                : std::string(" is missing for muon")));
+  // Every row's field, whatever the kind (absent: the row's default).
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  m.hyperParams[size_t(optimizers::HyperParam::name)] = double(opt.name);
+#include "zero_rt/optimizers.def"
   m.statePrecision = static_cast<optimizers::StatePrecision>(
       opt.states.value_or(manifest::StatePrecision::F32));
   if (!optimizers::hasPrecision(m.optimizer, m.statePrecision))

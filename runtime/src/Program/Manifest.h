@@ -215,14 +215,15 @@ struct Manifest {
   optimizers::StatePrecision statePrecision = optimizers::StatePrecision::F32;
   /// bf16 params are their own masters (#zero.optimizer's bf16_masters).
   bool bf16Masters = false;
-  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0;
-  bool biasCorrection = true;
-  double momentum = 0, dampening = 0; // SGD's
-  bool nesterov = false;
-  /// Muon's half of a muon optimizer (manifest optimizer.muon).
-  std::optional<manifest::MuonParams> muon;
-  /// Adafactor's parameters (manifest optimizer.adafactor).
-  std::optional<manifest::AdafactorParams> adafactor;
+  double lr = 0;
+  /// Every other hyper-parameter (optimizers.def's ZRT_HYPER_PARAM rows),
+  /// by optimizers::HyperParam: true is 1, an enum's value its number.
+  std::array<double, optimizers::kNumHyperParams> hyperParams =
+      optimizers::hyperParamDefaults();
+  /// The value of hyper-parameter `p`.
+  double hyperParam(optimizers::HyperParam p) const {
+    return hyperParams[static_cast<size_t>(p)];
+  }
   /// The learning-rate schedule (kind ZRT_LR_CONSTANT without one), and
   /// the manifest's text of it (empty without one) that checkpoints record.
   zrt_lr_schedule schedule{};
@@ -291,9 +292,8 @@ struct Manifest {
   /// length `steps`; throws when the schedule cannot be that long.
   void resolveRunLength(int64_t steps);
 
-  /// The value of the optimizer's hyper-parameter `name` (a
-  /// ZRT_OPTIMIZER_PARAM name of optimizers.def; true is 1), none for
-  /// another name.
+  /// The value of the optimizer's hyper-parameter `name` (`lr` or a
+  /// ZRT_HYPER_PARAM row's name; true is 1), none for another name.
   std::optional<double> optimizerParam(std::string_view name) const;
   /// Whether the optimizer keeps state buffer `kind`: its row has it and
   /// its gate (ZRT_OPTIMIZER_STATE_GATE), if any, is not 0.

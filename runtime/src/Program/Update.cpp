@@ -57,18 +57,18 @@ zrt_optimizer program::optimizerOf(const Manifest &m) {
   zrt_optimizer o{};
   o.kind = int32_t(m.optimizer);
   o.states = int32_t(m.statePrecision);
-  // An element-wise rule reads every hyper-parameter of its rows; Muon's
-  // and Adafactor's bodies read theirs from the manifest's own objects.
-  auto value = [&](const char *name, bool needed) {
+  // Each of the kind's rows, by name: `lr` or a ZRT_HYPER_PARAM row, as
+  // optimizers.h asserts (Muon's and Adafactor's bodies read the manifest
+  // themselves, but their rows are filled all the same).
+  auto value = [&](const char *name) {
     std::optional<double> v = m.optimizerParam(name);
-    if (!v && needed)
+    if (!v)
       fatal("the manifest's optimizer has no '%s'", name);
-    return v.value_or(0.0);
+    return *v;
   };
 #define ZRT_OPTIMIZER_PARAM(id, name, key, default)                            \
   if (m.optimizer == Kind::id)                                                 \
-    optimizers::ParamsOf<Kind::id>::get(o).name =                              \
-        value(#name, optimizers::ElementRule<Kind::id>::kDefined);
+    optimizers::ParamsOf<Kind::id>::get(o).name = value(#name);
 #include "zero_rt/optimizers.def"
   return o;
 }
@@ -207,7 +207,8 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
                 const float *stats, const float *lossScale, int32_t skip,
                 double divisor, void *params) {
   const Manifest &m = *ctx->manifest;
-  const manifest::MuonParams &mu = *m.muon;
+  auto hp = [&](optimizers::HyperParam p) { return m.hyperParam(p); };
+  using HP = optimizers::HyperParam;
   auto grads = ownedGrads(ctx, p, part).first;
   int64_t cb = part.computeBytes;
   float *masters = ownedMasters(*ctx, p);
@@ -221,11 +222,11 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
   zrt_optimizer others{};
   others.kind = int32_t(optimizers::Kind::AdamW);
   others.params.adamw.lr = m.lr;
-  others.params.adamw.beta1 = m.beta1;
-  others.params.adamw.beta2 = m.beta2;
-  others.params.adamw.eps = m.eps;
-  others.params.adamw.weight_decay = m.weightDecay;
-  others.params.adamw.bias_correction = m.biasCorrection ? 1.0 : 0.0;
+  others.params.adamw.beta1 = hp(HP::beta1);
+  others.params.adamw.beta2 = hp(HP::beta2);
+  others.params.adamw.eps = hp(HP::eps);
+  others.params.adamw.weight_decay = hp(HP::weight_decay);
+  others.params.adamw.bias_correction = hp(HP::bias_correction);
   // The next packed element of Adam's moments and of the momentum.
   int64_t adamAt = 0, momentumAt = 0;
   auto adamw = [&](int64_t begin, int64_t end) {
@@ -258,13 +259,15 @@ void deviceMuon(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
     const ParamInfo &info = *mat.param;
     int64_t begin = mat.range.begin, rows = info.shape[0];
     int64_t matrix[3] = {0, rows, info.numel / rows};
-    double wd = info.weightDecay >= 0 ? info.weightDecay : m.weightDecay;
+    double wd = info.weightDecay >= 0 ? info.weightDecay : hp(HP::weight_decay);
     device::muon(part.computeDtype, grads + begin * cb, masters + begin,
                  momentumBuffer(*ctx, p) + momentumAt, at(params, begin),
-                 matrix, ctx->optimizerSteps, mu.lr, mu.momentum, wd,
-                 mu.nesterov, mu.nsA, mu.nsB, mu.nsC, mu.nsEps,
-                 int32_t(mu.nsSteps), mu.adjustLrFn, lrSchedule(m),
-                 m.gradientClipping, stats, lossScale, divisor, skip);
+                 matrix, ctx->optimizerSteps, hp(HP::muon_lr),
+                 hp(HP::muon_momentum), wd, int32_t(hp(HP::muon_nesterov)),
+                 hp(HP::ns_a), hp(HP::ns_b), hp(HP::ns_c), hp(HP::ns_eps),
+                 int32_t(hp(HP::ns_steps)), int32_t(hp(HP::adjust_lr_fn)),
+                 lrSchedule(m), m.gradientClipping, stats, lossScale, divisor,
+                 skip);
     momentumAt += info.numel;
   }
 }
@@ -295,8 +298,9 @@ std::vector<AdafactorTensor> adafactorTensors(const zrt_ctx &ctx, int32_t p,
     tensors.push_back(
         {info->offset,
          adafactorShape(info->shape.data(), int32_t(info->shape.size()))});
-    decays.push_back(info->weightDecay >= 0 ? info->weightDecay
-                                            : m.weightDecay);
+    decays.push_back(info->weightDecay >= 0
+                         ? info->weightDecay
+                         : m.hyperParam(optimizers::HyperParam::weight_decay));
   }
   return tensors;
 }
@@ -349,7 +353,11 @@ void deviceAdafactor(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
           "world, not over %s",
           part.name.c_str(),
           part.expert ? "an expert replica set" : "a MiCS shard group");
-  const manifest::AdafactorParams &af = *m.adafactor;
+  using HP = optimizers::HyperParam;
+  double beta2Decay = m.hyperParam(HP::beta2_decay),
+         eps1 = m.hyperParam(HP::eps1), eps2 = m.hyperParam(HP::eps2),
+         d = m.hyperParam(HP::d);
+  bool maximize = m.hyperParam(HP::maximize) != 0;
   std::vector<double> decays;
   std::vector<AdafactorTensor> tensors =
       adafactorTensors(*ctx, p, part, decays);
@@ -392,9 +400,9 @@ void deviceAdafactor(zrt_ctx *ctx, int32_t p, const PartitionInfo &part,
       adafactorPiece(t, owned.begin, owned.end, lo, hi);
       if (lo == hi)
         continue;
-      AdafactorConstants k = adafactorConstants(
-          lr, af.beta2Decay, af.eps1, af.eps2, af.d, decays[size_t(i)],
-          af.maximize, ctx->optimizerSteps);
+      AdafactorConstants k =
+          adafactorConstants(lr, beta2Decay, eps1, eps2, d, decays[size_t(i)],
+                             maximize, ctx->optimizerSteps);
       fn(i, lo, hi, t.offset + lo - owned.begin, state, k);
       state += t.shape.factored ? t.shape.factorCount() : hi - lo;
     }

@@ -26,7 +26,7 @@ extern "C" void zrt_ctx_optimizer_step_host(zrt_ctx *ctx, int32_t p,
                                             int32_t skip, double divisor) {
   const char *call = "zrt_ctx_optimizer_step_host";
   const PartitionInfo &part = partition(ctx, p, call);
-  if (ctx->manifest->muon)
+  if (ctx->manifest->optimizer == optimizers::Kind::Muon)
     fatal("%s: partition '%s': Muon has no host update (optimizer offload)",
           call, part.name.c_str());
   if (!part.offloaded())
@@ -70,7 +70,7 @@ extern "C" void zrt_ctx_optimizer_step_nvme(zrt_ctx *ctx, int32_t p,
   const char *call = "zrt_ctx_optimizer_step_nvme";
   const PartitionInfo &part = partition(ctx, p, call);
   const Manifest &m = *ctx->manifest;
-  if (m.muon)
+  if (m.optimizer == optimizers::Kind::Muon)
     fatal("%s: partition '%s': Muon has no NVMe update (optimizer offload)",
           call, part.name.c_str());
   if (!part.offloaded() || !part.onNvme[kMaster] || !ctx->nvme)

@@ -32,12 +32,33 @@ def strip_comments(text):
     return re.sub(r"//[^\n]*", " ", text)
 
 
+def hyper_params(path):
+    """The names of optimizers.def's ZRT_HYPER_PARAM rows, in order."""
+    return [a[0] for m, a in macro_calls(path) if m == "ZRT_HYPER_PARAM"]
+
+
 def macro_calls(path):
-    """(macro, [argument text]) for each ZRT_* call of a .def, in order."""
+    """(macro, [argument text]) for each ZRT_* call of a .def, in order.
+    A `#define ZRT_HYPER_PARAM` then `#include "zero_rt/optimizers.def"`
+    is one call ZRT_HYPER_PARAM_ROWS of the rows' names and the presence
+    the definition gives them (a field or a key per row, named as it)."""
     text = strip_comments(open(path).read()).replace("\\\n", " ")
     # The #define lines of the table's defaults are not entries.
-    text = "\n".join(l for l in text.splitlines()
-                     if not l.lstrip().startswith("#"))
+    lines, rows_define = [], None
+    for l in text.splitlines():
+        line = l.strip()
+        if line.startswith("#define ZRT_HYPER_PARAM("):
+            rows_define = line
+        elif line == '#include "zero_rt/optimizers.def"' and rows_define:
+            table = os.path.join(os.path.dirname(path), "optimizers.def")
+            presence = re.search(r"\b(Required|Optional|ReadOnly)\b",
+                                 rows_define).group(1)
+            lines.append("ZRT_HYPER_PARAM_ROWS(%s)" % ", ".join(
+                [presence] + hyper_params(table)))
+            rows_define = None
+        elif not line.startswith("#"):
+            lines.append(l)
+    text = "\n".join(lines)
     calls = []
     for m in re.finditer(r"\b(ZRT_[A-Z_]+)\(", text):
         depth, i, args, cur = 1, m.end(), [], ""
@@ -194,6 +215,8 @@ def manifest_objects(path):
             current = objects.setdefault(a[0], [])
         elif macro == "ZRT_MANIFEST_FIELD":
             current.append((a[1], literal(a[2]), a[3]))
+        elif macro == "ZRT_HYPER_PARAM_ROWS":
+            current.extend((name, name, a[0]) for name in a[1:])
     return objects
 
 
@@ -217,6 +240,10 @@ def checkpoint_objects(path, manifest):
                 sys.exit("checkpoint.def: cannot resolve key %s" % expr)
             ids[(name, ident)] = key
             current[key] = presence
+        elif macro == "ZRT_HYPER_PARAM_ROWS":
+            for key in a[1:]:
+                ids[(name, key)] = key
+                current[key] = a[0]
     return objects
 
 
