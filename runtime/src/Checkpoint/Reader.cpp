@@ -826,15 +826,18 @@ void zrt::checkSameModel(CheckpointReader &ckpt, const Manifest &m) {
     const json &savedOptimizer =
         ckpt.manifest().at(checkpoint::ManifestFile::optimizer);
     json mine = optimizerJson(m);
-    // Checkpoints from before schedules had none, those from before a
-    // hyper-parameter's row lack its key (the row's default), and a model
-    // without weight-decay groups has none.
+    // Checkpoints from before schedules had none, and a model without
+    // weight-decay groups has none. A checkpoint from before a
+    // hyper-parameter's row did not record it (Muon's and Adafactor's
+    // before the rows were saved, whose ds_config defaults are not the
+    // rows'): it cannot disagree, and the kind, compared too, tells
+    // optimizers apart.
     json saved = savedOptimizer;
     if (!saved.contains(Optimizer::lrSchedule))
       saved[Optimizer::lrSchedule] = "none";
     for (const optimizers::HyperParamRow &p : optimizers::kHyperParams)
       if (!saved.contains(p.name))
-        saved[p.name] = hyperParamJson(p.id, p.defaultValue);
+        saved[p.name] = mine.at(p.name);
     for (json *o : {&saved, &mine})
       if (!o->contains(Optimizer::paramWeightDecay))
         (*o)[Optimizer::paramWeightDecay] = json::object();
