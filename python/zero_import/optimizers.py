@@ -14,6 +14,7 @@ class Kind:
     SGD = 'sgd'
     Muon = 'muon'
     Adafactor = 'adafactor'
+    NAdam = 'nadam'
 
 
 STATE_PRECISIONS = ('f32', 'bf16', 'int8')
@@ -42,6 +43,8 @@ PARAMS = {
     'eps2': 0.001,
     'd': 1.0,
     'maximize': False,
+    'momentum_decay': 0.004,
+    'decoupled_weight_decay': False,
 }
 
 OPTIMIZERS = {
@@ -51,4 +54,5 @@ OPTIMIZERS = {
     'sgd': {'id': 'SGD', 'ds_types': (), 'torch_types': ('SGD',), 'params': (('lr', 'lr', None), ('momentum', 'momentum', 0.0), ('dampening', 'dampening', 0.0), ('weight_decay', 'weight_decay', 0.0), ('nesterov', 'nesterov', False)), 'precisions': (), 'import_defaults': {'lr': 0.001}, 'ds_defaults': {}},
     'muon': {'id': 'Muon', 'ds_types': ('Muon',), 'torch_types': (), 'params': (('lr', 'lr', None), ('beta1', 'betas[0]', 0.9), ('beta2', 'betas[1]', 0.999), ('eps', 'eps', 1e-08), ('weight_decay', 'weight_decay', 0.0), ('muon_lr', 'muon_lr', 0.001), ('muon_momentum', 'momentum', 0.95), ('muon_nesterov', '', True), ('ns_steps', '', 5), ('ns_a', '', 3.4445), ('ns_b', '', -4.775), ('ns_c', '', 2.0315), ('ns_eps', '', 1e-07), ('adjust_lr_fn', '', 'original')), 'precisions': (), 'import_defaults': {'lr': 0.001}, 'ds_defaults': {'lr': 0.0003, 'muon_lr': 0.02, 'beta2': 0.95, 'eps': 1e-10}},
     'adafactor': {'id': 'Adafactor', 'ds_types': (), 'torch_types': ('Adafactor',), 'params': (('lr', 'lr', None), ('weight_decay', 'weight_decay', 0.0), ('beta2_decay', 'beta2_decay', -0.8), ('eps1', 'eps[0]', -1.0), ('eps2', 'eps[1]', 0.001), ('d', 'd', 1.0), ('maximize', 'maximize', False)), 'precisions': (), 'import_defaults': {'lr': 0.01, 'weight_decay': 0.01}, 'ds_defaults': {'lr': 0.01, 'weight_decay': 0.01}},
+    'nadam': {'id': 'NAdam', 'ds_types': (), 'torch_types': ('NAdam',), 'params': (('lr', 'lr', None), ('beta1', 'betas[0]', 0.9), ('beta2', 'betas[1]', 0.999), ('eps', 'eps', 1e-08), ('weight_decay', 'weight_decay', 0.0), ('momentum_decay', 'momentum_decay', 0.004), ('decoupled_weight_decay', 'decoupled_weight_decay', False)), 'precisions': (), 'import_defaults': {'lr': 0.002}, 'ds_defaults': {}},
 }

@@ -6,6 +6,7 @@
 
 #include "Kernels/Kernels.h"
 #include "TestUtil.h"
+#include "zero_rt/optimizers.h"
 
 #include <algorithm>
 #include <cmath>
@@ -775,4 +776,90 @@ TEST(OptimizerStepTest, RefusesWhatItDoesNotUpdate) {
                "muon updates whole tensors, not elements");
   // Lion's exp_avg is live on every step.
   EXPECT_DEATH(zrt_optimizer_step(&lion, &u), "zrt_lion: its state 0 is null");
+}
+
+/// torch.optim.NAdam's single-tensor step in double, its mu_product in
+/// double too: mu_t = beta1 (1 - 0.5 * 0.96^(t psi)); the gradient and
+/// exp_avg each step by their own coefficient over sqrt(v / bc2) + eps.
+struct RefNadam {
+  double lr = 2e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, wd = 0.05,
+         psi = 4e-3;
+  bool decoupled = false;
+  double muProduct = 1.0;
+  std::vector<double> p, m, v;
+  void step(const std::vector<double> &grad, double gradScale, int64_t t) {
+    double mu = beta1 * (1.0 - 0.5 * std::pow(0.96, double(t) * psi));
+    double muNext = beta1 * (1.0 - 0.5 * std::pow(0.96, double(t + 1) * psi));
+    muProduct *= mu;
+    double bc2 = 1.0 - std::pow(beta2, double(t));
+    for (size_t i = 0; i < p.size(); ++i) {
+      double g = grad[i] * gradScale;
+      if (decoupled)
+        p[i] *= 1.0 - lr * wd;
+      else
+        g += wd * p[i];
+      m[i] += (1.0 - beta1) * (g - m[i]);
+      v[i] = beta2 * v[i] + (1.0 - beta2) * g * g;
+      double denom = std::sqrt(v[i] / bc2) + eps;
+      p[i] += -lr * (1.0 - mu) / (1.0 - muProduct) * g / denom;
+      p[i] += -lr * muNext / (1.0 - muProduct * muNext) * m[i] / denom;
+    }
+  }
+};
+
+// NAdam (an ElementRule run by the CPU launcher) against torch's formula in
+// double over 6 steps, L2 and decoupled decay, with and without clipping;
+// the low-precision copy is the master rounded.
+TEST_P(OptimizerTest, NadamMatchesTorch) {
+  int64_t n = 2049;
+  for (bool decoupled : {false, true}) {
+    for (double maxNorm : {0.0, 1.0}) {
+      double lossScale = dtype() == ZRT_F16 ? 512.0 : 1.0;
+      RefNadam ref;
+      ref.decoupled = decoupled;
+      std::vector<double> init = randomValues(rng, n);
+      std::vector<float> master(init.begin(), init.end()),
+          m(static_cast<size_t>(n), 0), v(static_cast<size_t>(n), 0);
+      ref.p.assign(master.begin(), master.end());
+      ref.m.assign(static_cast<size_t>(n), 0.0);
+      ref.v.assign(static_cast<size_t>(n), 0.0);
+      zrt_optimizer o{};
+      o.kind = int32_t(zrt::optimizers::Kind::NAdam);
+      o.params.nadam.lr = ref.lr;
+      o.params.nadam.beta1 = ref.beta1;
+      o.params.nadam.beta2 = ref.beta2;
+      o.params.nadam.eps = ref.eps;
+      o.params.nadam.weight_decay = ref.wd;
+      o.params.nadam.momentum_decay = ref.psi;
+      o.params.nadam.decoupled_weight_decay = decoupled ? 1.0 : 0.0;
+      Buffer param(dtype(), n);
+      for (int64_t t = 1; t <= 6; ++t) {
+        std::vector<Buffer> grad;
+        grad.push_back(
+            randomBuffer(dtype(), rng, n, -0.1 * lossScale, 0.1 * lossScale));
+        std::vector<float> stats = check(dtype(), grad, float(lossScale));
+        double clip = zrt_clip_coefficient(stats.data(), maxNorm);
+        zrt_update u = zrt_test::makeUpdate(
+            dtype(), grad[0].data(), master.data(), m.data(), v.data(),
+            param.data(), n, t, nullptr, nullptr, nullptr, 0, maxNorm,
+            stats.data(), float(lossScale), 0);
+        zrt_optimizer_step(&o, &u);
+        ref.step(grad[0].values(), float(clip / lossScale), t);
+      }
+      std::string what = std::string("nadam ") +
+                         (decoupled ? "decoupled" : "L2") + " clip " +
+                         std::to_string(maxNorm);
+      expectClose(std::vector<double>(master.begin(), master.end()), ref.p,
+                  1e-5, 1e-6, what + " params");
+      expectClose(std::vector<double>(m.begin(), m.end()), ref.m, 1e-4,
+                  1e-6 * maxAbs(ref.m), what + " exp_avg");
+      expectClose(std::vector<double>(v.begin(), v.end()), ref.v, 1e-4,
+                  1e-6 * maxAbs(ref.v), what + " exp_avg_sq");
+      expectClose(
+          param,
+          Buffer(dtype(), std::vector<double>(master.begin(), master.end()))
+              .values(),
+          0, 0, what + " copy");
+    }
+  }
 }

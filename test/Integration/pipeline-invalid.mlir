@@ -24,5 +24,5 @@
 // TBS: ds_bad_batch.json:1:22: error: train_batch_size 32 does not match the global batch 64 of train step @train
 // MICRO: ds_bad_micro.json:1:22: error: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 64 != 4 * 2 * 4
 // JSON: ds_not_json.json:2:1: error: syntax error: expected ',' or '}' after the value of "zero_optimization"
-// SGD: ds_sgd.json:1:24: error: optimizer.type: 'sgd' is not supported (supported: Adam, AdamW, Lion, SGD, Muon, Adafactor)
+// SGD: ds_sgd.json:1:24: error: optimizer.type: 'sgd' is not supported (supported: Adam, AdamW, Lion, SGD, Muon, Adafactor, NAdam)
 // MISSING: error: {{.*}}missing.json: cannot read the file: {{.*}}

@@ -2,18 +2,18 @@
 //
 // Part of the zero-mlir project.
 //
-// cuda::checkOverflow and cuda::optimizerStep (Adam, Lion, SGD, Adam with
-// 8-bit and bf16 states) against zrt_check_overflow, zrt_optimizer_step and
-// zrt::hostAdamBf16 on the same inputs, for
-// every dtype, Adam and AdamW, with and without clipping, loss scales other
-// than 1, sizes that leave a scalar tail, pointers off 16-byte alignment,
-// skipped steps and empty shards.
+// cuda::checkOverflow and cuda::optimizerStep (Adam, Lion, SGD, NAdam, Adam
+// with 8-bit and bf16 states) against zrt_check_overflow, zrt_optimizer_step
+// and zrt::hostAdamBf16 on the same inputs, for every dtype, Adam and AdamW,
+// with and without clipping, loss scales other than 1, sizes that leave a
+// scalar tail, pointers off 16-byte alignment, skipped steps and empty shards.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaTestUtil.h"
 #include "Kernels/Kernels.h"
 #include "TestUtil.h"
+#include "zero_rt/optimizers.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -842,6 +842,70 @@ TEST_P(CudaOptimizerTest, SgdMatchesCpu) {
     }
     master = gMaster;
     m = gM;
+  }
+}
+
+// NAdam: the same element formula (OptimizerMath.h's nadamElement) and the
+// same host constants (its fp32 mu_product included) on both backends, with
+// decoupled decay and a decay range, over 3 steps.
+TEST_P(CudaOptimizerTest, NadamMatchesCpu) {
+  ZRT_REQUIRE_GPU();
+  const int64_t n = 4099;
+  const double scale = dtype() == ZRT_F16 ? 256.0 : 1.0;
+  Buffer grad = randomGrads(dtype(), rng, n, scale), master(ZRT_F32, n),
+         m(ZRT_F32, n), v(ZRT_F32, n), param(dtype(), n);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < n; ++i) {
+    master.set(i, u(rng));
+    m.set(i, 0.0);
+    v.set(i, 0.0);
+  }
+  zrt_optimizer o{};
+  o.kind = int32_t(zrt::optimizers::Kind::NAdam);
+  zrt_nadam_params &p = o.params.nadam;
+  p.lr = 2e-3;
+  p.beta1 = 0.9;
+  p.beta2 = 0.999;
+  p.eps = 1e-8;
+  p.weight_decay = 0.1;
+  p.momentum_decay = 4e-3;
+  p.decoupled_weight_decay = 1.0;
+  std::vector<float> stats = cpuStats(dtype(), {&grad}, float(scale));
+  const int64_t ranges[] = {7, n / 2};
+  const double decays[] = {0.0};
+  for (int64_t step = 1; step <= 3; ++step) {
+    DeviceArray dGrad(grad), dMaster(master), dM(m), dV(v), dParam(param);
+    DeviceFloats dStats(stats), dScale({float(scale)});
+    optimizerStep(o,
+                  zrt_test::makeUpdate(
+                      dtype(), dGrad.get(), dMaster.as<float>(), dM.as<float>(),
+                      dV.as<float>(), dParam.get(), n, step, nullptr, ranges,
+                      decays, 1, 1.0, dStats.get(), 1.0f, 0),
+                  dScale.get(), 1.0);
+    Buffer gMaster = dMaster.download(), gM = dM.download(), gV = dV.download(),
+           gParam = dParam.download();
+    Buffer cMaster = master, cM = m, cV = v, cParam = param;
+    zrt_update cu = zrt_test::makeUpdate(
+        dtype(), grad.data(), static_cast<float *>(cMaster.data()), cM.data(),
+        cV.data(), cParam.data(), n, step, nullptr, ranges, decays, 1, 1.0,
+        stats.data(), float(scale), 0);
+    zrt_optimizer_step(&o, &cu);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(gM.get(i), cM.get(i),
+                  4 * FLT_EPSILON * std::max(1.0, std::fabs(cM.get(i))))
+          << "exp_avg " << i;
+      ASSERT_NEAR(gV.get(i), cV.get(i),
+                  4 * FLT_EPSILON * std::max(1e-12, std::fabs(cV.get(i))))
+          << "exp_avg_sq " << i;
+      ASSERT_NEAR(gMaster.get(i), cMaster.get(i), 8 * FLT_EPSILON)
+          << "master " << i;
+      ASSERT_TRUE(
+          sameBits(gParam.get(i), zrt_test::roundTo(dtype(), gMaster.get(i))))
+          << "param " << i;
+    }
+    master = gMaster;
+    m = gM;
+    v = gV;
   }
 }
 

@@ -49,8 +49,10 @@ extern "C" {
  *    optimizers.def's ZRT_HYPER_PARAM rows flat, under its row's name
  *    (optimizer.muon_lr, optimizer.beta2_decay): the optimizer.muon and
  *    optimizer.adafactor objects are gone, so older runtimes would miss
- *    Muon's and Adafactor's parameters. */
-#define ZRT_PROGRAM_VERSION 11
+ *    Muon's and Adafactor's parameters.
+ * 12: optimizer kind nadam (torch.optim.NAdam), which older runtimes do not
+ *    know. */
+#define ZRT_PROGRAM_VERSION 12
 
 typedef struct zrt_ctx zrt_ctx;
 

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define ZRT_ABI_VERSION 24
+#define ZRT_ABI_VERSION 25
 
 typedef enum zrt_dtype { ZRT_F32 = 0, ZRT_BF16 = 1, ZRT_F16 = 2 } zrt_dtype;
 typedef enum zrt_index_type { ZRT_I32 = 0, ZRT_I64 = 1 } zrt_index_type;

@@ -21,6 +21,9 @@
 #include "Optimizer/OptimizerMath.h"
 #include "Support/Support.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace zrt::optimizers {
 
 /// The hyper-parameters of kind K in an optimizer: its zrt_<name>_params.
@@ -145,6 +148,68 @@ struct ElementRule<Kind::SGD> {
   ZRT_HOST_DEVICE static inline void element(float g, float &w, float *s,
                                              const Constants &k) {
     sgdElement(g, w, s[0], k);
+  }
+};
+
+/// torch.optim.NAdam, with its decoupled_weight_decay. Its mu_product is
+/// not a state: the product of mu_1..mu_t in fp32, as torch's scalar state
+/// keeps it, follows from the step and the schedule's beta1s, and is carried
+/// from one step to the next on each thread.
+template <>
+struct ElementRule<Kind::NAdam> {
+  static constexpr bool kDefined = true;
+  static constexpr bool kSharedElement = true;
+  static constexpr const char *kSpan = "zrt_nadam";
+  using Constants = NadamConstants;
+
+  static Constants constants(const zrt_optimizer &o,
+                             const zrt_lr_schedule *schedule, int64_t step,
+                             double &lr) {
+    const zrt_nadam_params &p = o.params.nadam;
+    double beta1 = p.beta1, beta2 = p.beta2;
+    lr = zrt_lr_at(schedule, p.lr, &beta1, &beta2, step);
+    return nadamConstants(lr, beta1, beta2, p.eps, p.weight_decay,
+                          p.momentum_decay, p.decoupled_weight_decay != 0.0,
+                          muProduct(p, schedule, step), step);
+  }
+  static int liveStates(const zrt_optimizer &) { return 2; }
+  ZRT_HOST_DEVICE static inline void element(float g, float &w, float *s,
+                                             const Constants &k) {
+    nadamElement(g, w, s[0], s[1], k);
+  }
+
+private:
+  /// mu_1 * ... * mu_step in fp32, each mu with the schedule's beta1 of its
+  /// step (torch's `mu_product *= mu`).
+  static float muProduct(const zrt_nadam_params &p,
+                         const zrt_lr_schedule *schedule, int64_t step) {
+    struct Memo {
+      zrt_nadam_params params;
+      bool scheduled;
+      zrt_lr_schedule schedule;
+      int64_t step = 0;
+      float product = 1.0f;
+    };
+    static thread_local Memo memo;
+    bool same = memo.step > 0 && memo.step <= step &&
+                std::memcmp(&memo.params, &p, sizeof p) == 0 &&
+                memo.scheduled == (schedule != nullptr) &&
+                (!schedule ||
+                 std::memcmp(&memo.schedule, schedule, sizeof *schedule) == 0);
+    if (!same) {
+      memo = Memo{};
+      memo.params = p;
+      memo.scheduled = schedule != nullptr;
+      if (schedule)
+        memo.schedule = *schedule;
+    }
+    for (int64_t t = memo.step + 1; t <= step; ++t) {
+      double beta1 = p.beta1, beta2 = p.beta2;
+      zrt_lr_at(schedule, p.lr, &beta1, &beta2, t);
+      memo.product *= float(nadamMu(beta1, p.momentum_decay, t));
+    }
+    memo.step = std::max(memo.step, step);
+    return memo.product;
   }
 };
 

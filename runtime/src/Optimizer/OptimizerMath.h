@@ -251,6 +251,74 @@ ZRT_HOST_DEVICE inline void sgdElement(float g, float &w, float &m,
   w = w + k.negLr * g;
 }
 
+/// torch.optim.NAdam's momentum cache of step t: mu_t = beta1 (1 - 0.5 *
+/// 0.96^(t psi)), psi its momentum_decay, in double as torch's Python.
+inline double nadamMu(double beta1, double momentumDecay, int64_t t) {
+  return beta1 * (1.0 - 0.5 * std::pow(0.96, double(t) * momentumDecay));
+}
+
+/// The fp32 constants of one NAdam step (host code), each rounded once from
+/// the double that torch computes in Python.
+struct NadamConstants {
+  float decay;         // 1 - lr * weight_decay (decoupled)
+  float weightDecay;   // L2, added to the gradient (not decoupled)
+  float oneMinusBeta1; // exp_avg.lerp_(grad, 1 - beta1)
+  float beta2;
+  float oneMinusBeta2;
+  float bc2; // 1 - beta2^t
+  float eps;
+  float gradStep;     // -lr (1 - mu_t) / (1 - mu_product_t)
+  float momentumStep; // -lr mu_{t+1} / (1 - mu_product_t mu_{t+1})
+  bool decoupled;
+};
+
+/// `muProduct` is the fp32 product of mu_1..mu_t, as torch keeps it.
+inline NadamConstants nadamConstants(double lr, double beta1, double beta2,
+                                     double eps, double weightDecay,
+                                     double momentumDecay, bool decoupled,
+                                     float muProduct, int64_t step) {
+  double mu = nadamMu(beta1, momentumDecay, step);
+  double muNext = nadamMu(beta1, momentumDecay, step + 1);
+  NadamConstants c;
+  c.decay = float(1.0 - lr * weightDecay);
+  c.weightDecay = float(weightDecay);
+  c.oneMinusBeta1 = float(1.0 - beta1);
+  c.beta2 = float(beta2);
+  c.oneMinusBeta2 = float(1.0 - beta2);
+  c.bc2 = float(1.0 - std::pow(beta2, double(step)));
+  c.eps = float(eps);
+  c.gradStep = float(-lr * (1.0 - mu) / (1.0 - double(muProduct)));
+  c.momentumStep = float(-lr * muNext / (1.0 - double(muProduct) * muNext));
+  c.decoupled = decoupled;
+  return c;
+}
+
+/// The same constants with another weight decay (a parameter's own).
+inline NadamConstants withDecay(NadamConstants c, double lr,
+                                double weightDecay) {
+  c.decay = float(1.0 - lr * weightDecay);
+  c.weightDecay = float(weightDecay);
+  return c;
+}
+
+/// One element of torch.optim.NAdam's single-tensor step, operation for
+/// operation: the decay (decoupled, or L2 on the gradient), the moments
+/// (exp_avg by lerp), denom = sqrt(exp_avg_sq / bc2) + eps, then the two
+/// addcdiv_ of the gradient and of exp_avg. One formula serves both
+/// backends.
+ZRT_HOST_DEVICE inline void nadamElement(float g, float &w, float &m, float &v,
+                                         const NadamConstants &k) {
+  if (k.decoupled)
+    w = w * k.decay;
+  else if (k.weightDecay != 0.0f)
+    g = g + k.weightDecay * w;
+  m = m + k.oneMinusBeta1 * (g - m);
+  v = v * k.beta2 + k.oneMinusBeta2 * g * g;
+  float denom = sqrtf(v / k.bc2) + k.eps;
+  w = w + k.gradStep * (g / denom);
+  w = w + k.momentumStep * (m / denom);
+}
+
 //===----------------------------------------------------------------------===//
 // Muon (torch.optim.Muon)
 //===----------------------------------------------------------------------===//

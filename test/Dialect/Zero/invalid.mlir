@@ -387,7 +387,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // Checks that unknown optimizers are rejected.
 zero.train_step @train(%x: tensor<8x4xf32>)
-    // expected-error @+2 {{expected one of [adam, adamw, lion, sgd, muon, adafactor] for optimizer, got: lamb}}
+    // expected-error @+2 {{expected one of [adam, adamw, lion, sgd, muon, adafactor, nadam] for optimizer, got: lamb}}
     // expected-error @+1 {{failed to parse Zero_OptimizerAttr parameter 'kind'}}
     optimizer #zero.optimizer<kind = lamb, lr = 1.0e-3>
     precision #zero.precision<kind = fp32> {

@@ -18,7 +18,7 @@ when the inv_freq buffer is kept in fp32 as nn.rope computes it.
               below; for kind = sgd, torch.optim.SGD; for kind = muon,
               torch.optim.Muon on the 2-D hidden matrices and
               torch.optim.AdamW on the rest; for kind = adafactor,
-              torch.optim.Adafactor) configured from the model's optimizer attribute on
+              torch.optim.Adafactor; for kind = nadam, torch.optim.NAdam) configured from the model's optimizer attribute on
               the runtime's batches, and compares every step's
               loss with a --log-json file (and the final weights with an
               --export file)
@@ -262,6 +262,11 @@ def model_config(text):
                "eps": get("ns_eps", 1e-7),
                "ns_steps": int(get("ns_steps", 5)),
                "adjust_lr_fn": None if adjust == "original" else adjust}
+    if values["kind"] == "nadam":
+        # torch.optim.NAdam's own keywords.
+        sgd = {"momentum_decay": get("momentum_decay", 4e-3),
+               "decoupled_weight_decay":
+                   values.get("decoupled_weight_decay", "false") == "true"}
     if values["kind"] == "adafactor":
         # torch.optim.Adafactor's keywords; eps1 < 0 is its None.
         eps1 = get("eps1", -1.0)
@@ -310,9 +315,9 @@ def reference(args, steps):
     torch.manual_seed(0)
     B, T, (kind, lr, beta1, beta2, eps, wd), sgd = model_config(
         open(args.model).read())
-    if kind not in ("adamw", "lion", "sgd", "muon", "adafactor"):
-        fail("the model's optimizer is %s, not adamw, lion, sgd, muon or "
-             "adafactor" % kind)
+    if kind not in ("adamw", "lion", "sgd", "muon", "adafactor", "nadam"):
+        fail("the model's optimizer is %s, not adamw, lion, sgd, muon, "
+             "adafactor or nadam" % kind)
     if args.nesterov is not None:
         sgd["nesterov"] = args.nesterov == "true"
     master, count, tied = load_model(args.init, args)
@@ -344,6 +349,12 @@ def reference(args, steps):
         opt = torch.optim.Adafactor([{"params": ps, "weight_decay": d}
                                      for d, ps in groups.items()],
                                     lr=lr, foreach=False, **sgd)
+    elif kind == "nadam":
+        # PyTorch's own NAdam, its single-tensor loop.
+        opt = torch.optim.NAdam([{"params": ps, "weight_decay": d}
+                                 for d, ps in groups.items()],
+                                lr=lr, betas=(beta1, beta2), eps=eps,
+                                foreach=False, **sgd)
     else:
         opt = torch.optim.AdamW([{"params": ps, "weight_decay": d}
                                  for d, ps in groups.items()],
