@@ -11,6 +11,7 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <cmath>
 #include <string>
 
 using namespace mlir;
@@ -224,4 +225,143 @@ mlir::zero::getDeepSpeedOptimizerDefault(OptimizerKind kind, StringRef name) {
 SmallVector<StringRef> mlir::zero::getDeepSpeedOptimizerTypes() {
   return SmallVector<StringRef>(std::begin(table::kDsTypes),
                                 std::end(table::kDsTypes));
+}
+
+//===----------------------------------------------------------------------===//
+// #zero.optimizer: its verifier and builders over the rows
+//===----------------------------------------------------------------------===//
+
+/// torch.optim.Adafactor's checks: beta2_decay <= 0, eps1 (unless None,
+/// negative here) and eps2 >= 0; and a positive d, which the update's RMS is
+/// divided by.
+static LogicalResult
+verifyAdafactorParams(function_ref<InFlightDiagnostic()> emitError,
+                      double beta2Decay, double eps1, double eps2, double d) {
+  if (!(beta2Decay <= 0.0) || !std::isfinite(beta2Decay))
+    return emitError() << "optimizer beta2_decay must be <= 0, got "
+                       << beta2Decay;
+  if (!std::isfinite(eps1) || (eps1 < 0.0 && eps1 != -1.0))
+    return emitError() << "optimizer eps1 must be >= 0, or -1 for torch's "
+                          "None, got "
+                       << eps1;
+  if (!(eps2 >= 0.0) || !std::isfinite(eps2))
+    return emitError() << "optimizer eps2 must be >= 0, got " << eps2;
+  if (!(d > 0.0) || !std::isfinite(d))
+    return emitError() << "optimizer d must be positive, got " << d;
+  return success();
+}
+
+/// The check of a ZRT_HYPER_PARAM row (optimizers.def) on `value`, which
+/// holds whatever the kind.
+static LogicalResult
+checkHyperParam(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                StringRef check, double value) {
+  StringRef must;
+  if (check == "Finite" && !std::isfinite(value))
+    must = "finite";
+  else if (check == "Positive" && (!(value > 0.0) || !std::isfinite(value)))
+    must = "positive";
+  else if (check == "NonNegative" && (!(value >= 0.0) || !std::isfinite(value)))
+    must = ">= 0";
+  else if (check == "Unit" && !(value >= 0.0 && value < 1.0))
+    must = "in [0, 1)";
+  if (must.empty())
+    return success();
+  return emitError() << "optimizer " << name << " must be " << must << ", got "
+                     << value;
+}
+
+/// Each ZRT_HYPER_PARAM row's own range, as the frameworks check their
+/// constructors' arguments.
+static LogicalResult
+checkHyperParams(function_ref<InFlightDiagnostic()> emitError,
+                 const OptimizerParams &p) {
+  static const std::pair<StringRef, StringRef> checks[] = {
+#define ZRT_HYPER_PARAM(name, type, default, check) {#name, #check},
+#include "zero_rt/optimizers.def"
+  };
+  for (auto [name, check] : checks)
+    if (failed(checkHyperParam(emitError, name, check, *p.get(name))))
+      return failure();
+  return success();
+}
+
+LogicalResult
+OptimizerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      OptimizerKind kind, APFloat lrF,
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  detail::HyperParamArg##type name,
+#include "zero_rt/optimizers.def"
+                      StatePrecision states, LrScheduleAttr schedule,
+                      bool bf16Masters) {
+  OptimizerParams p;
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  p.name = detail::hyperParamValue(name);
+#include "zero_rt/optimizers.def"
+  double lr = lrF.convertToDouble();
+  if (!(lr > 0.0) || !std::isfinite(lr))
+    return emitError() << "optimizer lr must be positive, got " << lr;
+  if (bf16Masters && !hasBf16MasterUpdate(kind, states))
+    return emitError() << "optimizer bf16_masters is implemented for adam "
+                          "and adamw with f32 or bf16 states, got "
+                       << stringifyOptimizerKind(kind) << " with "
+                       << stringifyStatePrecision(states) << " states";
+  if (failed(checkHyperParams(emitError, p)))
+    return failure();
+  // The rules that read several values. torch.optim.SGD's:
+  if (p.nesterov && (!(p.momentum > 0.0) || p.dampening != 0.0))
+    return emitError() << "optimizer nesterov requires a momentum > 0 and "
+                          "zero dampening, got momentum "
+                       << p.momentum << " and dampening " << p.dampening;
+  // torch.optim.Muon's ns_steps below 100.
+  if (p.ns_steps < 1 || p.ns_steps >= 100)
+    return emitError() << "optimizer ns_steps must be in [1, 100), got "
+                       << p.ns_steps;
+  if (!std::isfinite(p.ns_a) || !std::isfinite(p.ns_b) ||
+      !std::isfinite(p.ns_c))
+    return emitError() << "optimizer ns_a, ns_b and ns_c must be finite";
+  if (failed(
+          verifyAdafactorParams(emitError, p.beta2_decay, p.eps1, p.eps2, p.d)))
+    return failure();
+  // A parameter the optimizer does not read (optimizers.def) keeps its
+  // default, so that the attribute never says what does not happen.
+  OptimizerParams defaults;
+  for (StringRef name : getOptimizerHyperParams()) {
+    double value = *p.get(name);
+    if (hasOptimizerParam(kind, name) || value == *defaults.get(name))
+      continue;
+    InFlightDiagnostic d = emitError();
+    d << "optimizer " << stringifyOptimizerKind(kind) << " has no " << name;
+    if (!isBoolHyperParam(name))
+      d << ", got " << value;
+    return d;
+  }
+  if (!hasOptimizerStatePrecision(kind, states))
+    return emitError() << "optimizer " << stringifyOptimizerKind(kind)
+                       << " has no " << stringifyStatePrecision(states)
+                       << " states";
+  return success();
+}
+
+OptimizerAttr OptimizerAttr::get(MLIRContext *ctx, OptimizerKind kind,
+                                 double lr, const OptimizerParams &p,
+                                 StatePrecision states, LrScheduleAttr schedule,
+                                 bool bf16Masters) {
+  return get(ctx, kind, APFloat(lr),
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  detail::hyperParamArg<detail::HyperParamArg##type>(p.name),
+#include "zero_rt/optimizers.def"
+             states, schedule, bf16Masters);
+}
+
+OptimizerAttr
+OptimizerAttr::getChecked(function_ref<InFlightDiagnostic()> emitError,
+                          MLIRContext *ctx, OptimizerKind kind, double lr,
+                          const OptimizerParams &p, StatePrecision states,
+                          LrScheduleAttr schedule, bool bf16Masters) {
+  return getChecked(emitError, ctx, kind, APFloat(lr),
+#define ZRT_HYPER_PARAM(name, type, default, check)                            \
+  detail::hyperParamArg<detail::HyperParamArg##type>(p.name),
+#include "zero_rt/optimizers.def"
+                    states, schedule, bf16Masters);
 }

@@ -35,6 +35,23 @@ using HyperParamArgBool = bool;
 using HyperParamArgInt = int64_t;
 using HyperParamArgMuonAdjustLr = MuonAdjustLr;
 
+/// A row's value as OptimizerParams keeps it, from the attribute's
+/// parameter (an APFloat is a double), and the attribute's parameter from it.
+inline double hyperParamValue(const ::llvm::APFloat &v) {
+  return v.convertToDouble();
+}
+template <typename T>
+T hyperParamValue(T v) {
+  return v;
+}
+template <typename Arg, typename T>
+Arg hyperParamArg(T v) {
+  if constexpr (std::is_same_v<Arg, ::llvm::APFloat>)
+    return ::llvm::APFloat(double(v));
+  else
+    return v;
+}
+
 /// A row's value as a double (true is 1, an enum its number), and back.
 template <typename T>
 double hyperParamToDouble(T v) {
