@@ -298,9 +298,17 @@ LogicalResult mlir::zero::checkModelGenOptions(MLIRContext *ctx,
       (*o.ignoreIndex < INT32_MIN || *o.ignoreIndex > INT32_MAX))
     return error() << "--ignore-index " << *o.ignoreIndex
                    << " does not fit the i32 labels";
-  if (!g.optimizer.empty() && !zero::symbolizeOptimizerKind(g.optimizer))
-    return error()
-           << "--optimizer must be adam, adamw, lion, sgd, muon or adafactor";
+  if (!g.optimizer.empty() && !zero::symbolizeOptimizerKind(g.optimizer)) {
+    // The kinds of optimizers.def, as the compiler's enum has them.
+    SmallVector<StringRef> kinds;
+    for (uint32_t i = 0; std::optional<zero::OptimizerKind> kind =
+                             zero::symbolizeOptimizerKind(i);
+         ++i)
+      kinds.push_back(zero::stringifyOptimizerKind(*kind));
+    std::string list = llvm::join(ArrayRef(kinds).drop_back(), ", ") + " or " +
+                       kinds.back().str();
+    return error() << "--optimizer must be " << list;
+  }
   if (g.batch <= 0)
     return error() << "--batch must be positive";
   // lr and weight-decay use sentinels for "model default": reject explicit

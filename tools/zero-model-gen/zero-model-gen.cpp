@@ -125,9 +125,9 @@ static cl::opt<std::string>
           cl::init("f32"), cl::cat(genCat));
 static cl::opt<std::string>
     optimizer("optimizer",
-              cl::desc("adam, adamw, lion, sgd, muon or adafactor (default: "
-                       "adam MLP, adamw GPT-2 and "
-                       "llama)"),
+              cl::desc("an optimizer kind of optimizers.def, as "
+                       "#zero.optimizer names it (default: adam MLP, adamw "
+                       "GPT-2 and llama)"),
               cl::init(""), cl::cat(genCat));
 static cl::opt<double> lr("lr",
                           cl::desc("Learning rate (default: 1e-3 MLP, 6e-4 "
