@@ -92,6 +92,17 @@ t=$(best_of_3 "$opt" "$tmp/params-10k.mlir" "$goal_pipeline" -o /dev/null)
 printf '%-18s %8s tensors %10s ops %10s s (goal 1 s)\n' params-10k "$tensors" "$ops" "$t"
 goals+="{\"case\": \"params-10k\", \"tool\": \"zero-opt\", \"args\": \"zero-model-gen mlp --sizes 16,...,16 (5001 widths) --batch 8\", \"tensors\": $tensors, \"step_ops\": $ops, \"seconds\": $t, \"goal_seconds\": 1}"
 
+# 20,000 parameter tensors: the pipeline stays linear (goal: under 2.2x the
+# 10,000-tensor time).
+"$gen" mlp --sizes "$(widths 10001)" --batch 8 -o "$tmp/params-20k.mlir"
+tensors20=$(grep -c 'zero.param @' "$tmp/params-20k.mlir")
+"$opt" "$tmp/params-20k.mlir" "$goal_pipeline" -o "$tmp/params-20k.out.mlir"
+ops20=$(grep -c '^    ' "$tmp/params-20k.out.mlir" || true)
+t20=$(best_of_3 "$opt" "$tmp/params-20k.mlir" "$goal_pipeline" -o /dev/null)
+ratio=$(awk -v a="$t" -v b="$t20" 'BEGIN { printf "%.3f", b / a }')
+printf '%-18s %8s tensors %10s ops %10s s (%sx params-10k, goal 2.2x)\n' params-20k "$tensors20" "$ops20" "$t20" "$ratio"
+goals+=", {\"case\": \"params-20k\", \"tool\": \"zero-opt\", \"args\": \"zero-model-gen mlp --sizes 16,...,16 (10001 widths) --batch 8\", \"tensors\": $tensors20, \"step_ops\": $ops20, \"seconds\": $t20, \"ratio_to\": \"params-10k\", \"ratio\": $ratio, \"goal_ratio\": 2.2}"
+
 # A 20,000-op step compiled and linked: an MLP of 1,111 layers.
 "$gen" mlp --sizes "$(widths 1112)" --batch 8 -o "$tmp/ops-20k.mlir"
 tensors=$(grep -c 'zero.param @' "$tmp/ops-20k.mlir")

@@ -172,6 +172,14 @@ FailureOr<StepSchedule> StepSchedule::get(TrainStepOp step) {
   s.paramsOffloaded = s.paramDevice != OffloadDevice::none;
   // One symbol table: a lookup per parameter must not scan the module.
   SymbolTable symbols(module);
+  unsigned numParams = 0, numPartitions = 0;
+  for (PartitionOp p : module.getOps<PartitionOp>()) {
+    numParams += p.getParams().size();
+    ++numPartitions;
+  }
+  s.params = decltype(s.params)(numParams);
+  s.partitionIndex = decltype(s.partitionIndex)(numPartitions);
+  s.partitions.reserve(numPartitions);
   for (PartitionOp p : module.getOps<PartitionOp>()) {
     PartitionBuffers buffers;
     buffers.partition = p;

@@ -250,9 +250,13 @@ static LogicalResult checkStepTensor(function_ref<InFlightDiagnostic()> emit,
 }
 
 LogicalResult TrainStepOp::verify() {
+  // Types are uniqued and a step has few distinct ones: each is checked
+  // once, not once per value (this walk runs after every pass).
+  llvm::SmallDenseSet<Type, 32> checked;
   WalkResult walk = getBody().walk([&](Operation *op) {
     for (OpResult r : op->getResults())
-      if (failed(checkStepTensor(
+      if (checked.insert(r.getType()).second &&
+          failed(checkStepTensor(
               [&] {
                 return op->emitOpError("result #")
                        << r.getResultNumber() << " ";
@@ -262,7 +266,8 @@ LogicalResult TrainStepOp::verify() {
     for (Region &region : op->getRegions())
       for (Block &block : region)
         for (BlockArgument a : block.getArguments())
-          if (failed(checkStepTensor(
+          if (checked.insert(a.getType()).second &&
+              failed(checkStepTensor(
                   [&] {
                     return op->emitOpError("block argument #")
                            << a.getArgNumber() << " ";

@@ -69,13 +69,19 @@ struct ZeroMixedPrecisionPass
     bool typed = llvm::any_of(module.getOps<ParamOp>(), [](ParamOp p) {
       return p.getComputeAttr() != nullptr;
     });
+    bool changed = false;
     for (TrainStepOp step : module.getOps<TrainStepOp>())
-      if (failed(convert(module, step, forced, typed)))
+      if (failed(convert(module, step, forced, typed, changed)))
         return signalPassFailure();
+    // An fp32 step is left as it was: the IR needs no verification.
+    if (!changed)
+      markAllAnalysesPreserved();
   }
 
+  /// Sets `changed` when it rewrites anything.
   LogicalResult convert(ModuleOp module, TrainStepOp step,
-                        std::optional<PrecisionKind> forced, bool typed) {
+                        std::optional<PrecisionKind> forced, bool typed,
+                        bool &changed) {
     MLIRContext *ctx = module.getContext();
     PrecisionAttr prec = step.getPrecision();
     if (forced && *forced != prec.getKind()) {
@@ -83,9 +89,11 @@ struct ZeroMixedPrecisionPass
                                 prec.getLossScaleWindow(), prec.getHysteresis(),
                                 prec.getMinLossScale(), prec.getLossScale());
       step.setPrecisionAttr(prec);
+      changed = true;
     }
     if (prec.getKind() == PrecisionKind::fp32)
       return success();
+    changed = true;
     Type compute = prec.getKind() == PrecisionKind::bf16
                        ? Type(BFloat16Type::get(ctx))
                        : Type(Float16Type::get(ctx));
