@@ -291,7 +291,10 @@ def Zero_OptimizerAttr : Zero_Attr<"Optimizer", "optimizer"> {
     `beta2_decay`, `eps1` (a negative value is torch's None: fp32's machine
     epsilon), `eps2`, `d` (the update's RMS clipping threshold) and
     `maximize`; it keeps its second moments in `exp_avg_sq`, factored into
-    row and column statistics for tensors of two or more dims. A
+    row and column statistics for tensors of two or more dims. `nadam`
+    (`torch.optim.NAdam`) reads `lr`, `beta1`, `beta2`, `eps`,
+    `weight_decay`, `momentum_decay` and `decoupled_weight_decay` (false:
+    L2, as torch's default; true: decoupled, torch's NAdamW). A
     `zero.param` with a
     `weight_decay` of its own uses it instead of `weight_decay`.
     `states` is the precision the optimizer's state buffers are kept in:
