@@ -99,10 +99,14 @@ def tiny_tokenizer(path):
 def named_outputs(surface, argv):
     """The files a zero exit must have written, by the tool's own parser."""
     if surface == "data":
-        from zero_import.data import parser
+        from zero_import.data import check_args, parser
         args = parser().parse_args(argv)
-        return [args.output] if args.mode == "tokens" else \
-            [args.ids, args.labels]
+        check_args(args)  # its defaults: --ids, --labels, --positions
+        if args.mode == "tokens" and not args.pack:
+            return [args.output]
+        return [args.ids, args.labels] + (
+            [args.positions] if args.pack else []) + (
+            [args.doc_lengths] if args.doc_lengths else [])
     from zero_import.__main__ import parser
     args = parser().parse_args(argv)
     return [args.output] + ([] if args.no_weights else [

@@ -11,6 +11,11 @@ when the vocabulary fits, else uint32.
 tokens are their own ids (not shifted: a Hugging Face step shifts them, its
 `labels same_tokens`); rows are padded to T with the pad token (else eos,
 else 0), labelled -100.
+
+With `--pack`, either writes rows of T tokens that hold whole documents one
+after another (packing.py), their labels (a document's tokens, or a
+sample's as sft labels them, the first of each document -100) and
+`positions.npy`, each document's positions from 0.
 """
 
 import argparse
@@ -20,6 +25,7 @@ import os
 import sys
 
 from .checks import output_conflict, too_big
+from .packing import (PackFailure, doc_lengths_json, pack, split_pieces)
 
 # transformers, numpy and jinja2 are imported in the functions that use
 # them, so that --help and the argument checks need none of them.
@@ -31,6 +37,8 @@ USAGE_EXAMPLE = """examples:
   zero-data sft --tokenizer DIR pairs.jsonl --seq 512 --truncate \\
       --ids ids.npy --labels labels.npy
   mpirun -np 2 ./train --inputs ids.npy --labels labels.npy --steps 100
+  zero-data tokens --tokenizer DIR docs.jsonl --pack --seq 1024 \\
+      --tokens-per-step 16384 --doc-lengths lengths.json
 
 A .txt file is one document; a .jsonl file holds one JSON object a line,
 its "text" (tokens), its "prompt" and "response" or its chat "messages"
@@ -59,16 +67,20 @@ def parser():
                        help=".txt (one document) or .jsonl files")
         q.add_argument("--tokenizer", metavar="DIR", required=True,
                        help="the model's Hugging Face tokenizer directory")
-    t.add_argument("-o", dest="output", required=True,
-                   help="the token .npy to write (its name ends in .npy)")
+    t.add_argument("-o", dest="output",
+                   help="the token .npy to write (its name ends in .npy; "
+                        "without --pack, required)")
     t.add_argument("--text-field", default="text",
                    help="the text of a jsonl row (default: text)")
+    t.add_argument("--seq", type=int, metavar="T",
+                   help="with --pack, the tokens of each row")
     s.add_argument("--seq", type=int, required=True, metavar="T",
                    help="the tokens of each row")
-    s.add_argument("--ids", default="ids.npy",
-                   help="the ids .npy to write (default: ids.npy)")
-    s.add_argument("--labels", default="labels.npy",
-                   help="the labels .npy to write (default: labels.npy)")
+    for q in (t, s):
+        q.add_argument("--ids",
+                       help="the ids .npy to write (default: ids.npy)")
+        q.add_argument("--labels",
+                       help="the labels .npy to write (default: labels.npy)")
     s.add_argument("--prompt-field", default="prompt",
                    help="the prompt of a jsonl row (default: prompt)")
     s.add_argument("--response-field", default="response",
@@ -79,8 +91,29 @@ def parser():
     s.add_argument("--truncate", action="store_true",
                    help="cut rows longer than T to their first T tokens "
                         "(otherwise such a sample is an error)")
-    s.add_argument("--pack", action="store_true",
-                   help="refused: attention here does not read segment ids")
+    for q in (t, s):
+        q.add_argument("--pack", action="store_true",
+                       help="rows of T tokens holding whole documents, with "
+                            "each document's positions (--positions)")
+        q.add_argument("--positions",
+                       help="with --pack, the positions .npy to write "
+                            "(default: positions.npy)")
+        q.add_argument("--no-split", action="store_true",
+                       help="with --pack, refuse a document over T tokens "
+                            "(otherwise it is cut into pieces of at most T)")
+        q.add_argument("--seed", type=int,
+                       help="with --pack, the order the documents are packed "
+                            "in and the rows' order (default: 1234)")
+        q.add_argument("--pack-window", type=int, metavar="N",
+                       help="with --pack, the documents first-fit "
+                            "decreasing places together (default: 1000)")
+        q.add_argument("--tokens-per-step", type=int, metavar="N",
+                       help="with --pack, the tokens of a global batch (a "
+                            "multiple of T): the rows come in whole steps of "
+                            "N / T rows")
+        q.add_argument("--doc-lengths", metavar="FILE",
+                       help="with --pack, write the packed documents' "
+                            "lengths (JSON) for the cost model")
     return p
 
 
@@ -175,21 +208,26 @@ def encode(tok, text, special):
 def make_tokens(args, tok):
     import numpy as np
     eos = tok.eos_token_id
-    stream, docs = [], 0
+    stream, docs, packed = [], 0, []
     for path in args.inputs:
         for n, row in read_rows(path):
+            where = "%s:%d" % (path, n)
             text = row if isinstance(row, str) else \
-                field(row, args.text_field, "%s:%d" % (path, n))
+                field(row, args.text_field, where)
             # An empty document would add only its BOS and eos.
             if not text.strip():
                 continue
             ids = encode(tok, text, True)
             if eos is not None and (not ids or ids[-1] != eos):
                 ids.append(eos)
+            if args.pack:
+                packed.append((ids, list(ids), where))
             stream.extend(ids)
             docs += 1
     if not stream:
         raise DataFailure("no text in %s" % ", ".join(args.inputs))
+    if args.pack:
+        return write_packed(args, packed, pad_token(tok), docs)
     vocab = max(len(tok), tok.vocab_size)
     dtype = np.uint16 if vocab <= 1 << 16 else np.uint32
     save(args.output, np.asarray(stream, dtype=dtype))
@@ -247,28 +285,79 @@ def pair_sample(tok, prompt, response):
     return encode(tok, prompt, True), ids
 
 
+# The options that only --pack reads, and their defaults.
+PACK_OPTIONS = (("--positions", "positions", "positions.npy"),
+                ("--no-split", "no_split", False),
+                ("--seed", "seed", 1234),
+                ("--pack-window", "pack_window", 1000),
+                ("--tokens-per-step", "tokens_per_step", None),
+                ("--doc-lengths", "doc_lengths", None))
+
+
 def check_args(args):
-    """The command line's problems that need no input read: the outputs
-    (exactly the .npy files named, none an input or the other output), and
-    sft's --pack and --seq."""
+    """The command line's problems that need no input read: the options that
+    go together, the outputs (exactly the files named, none an input or
+    another output), and the sizes. Fills in the defaults."""
+    rows = args.mode == "sft" or args.pack
+    given = [option for option, name, default in PACK_OPTIONS
+             if getattr(args, name) not in (None, False)]
+    if args.mode == "tokens":
+        if args.pack and args.output is not None:
+            raise DataFailure("-o: --pack writes rows, to --ids, --labels and "
+                              "--positions, not one token stream")
+        if not args.pack:
+            given += [o for o, v in (("--seq", args.seq), ("--ids", args.ids),
+                                     ("--labels", args.labels))
+                      if v is not None]
+            if args.output is None:
+                raise DataFailure("-o: the token stream's .npy is required "
+                                  "(or --pack for rows)")
+        elif args.seq is None:
+            raise DataFailure("--pack needs --seq T, the tokens of a row")
+    if given and not args.pack:
+        raise DataFailure("%s: only --pack reads %s" % (
+            ", ".join(given), "it" if len(given) == 1 else "them"))
+    for option, name, default in PACK_OPTIONS:
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    args.ids = args.ids or "ids.npy"
+    args.labels = args.labels or "labels.npy"
     inputs = [("an input", path) for path in args.inputs]
-    outputs = [("-o", args.output)] if args.mode == "tokens" else \
-        [("--ids", args.ids), ("--labels", args.labels)]
-    problem = output_conflict(outputs, inputs, ".npy")
+    if rows:
+        outputs = [("--ids", args.ids), ("--labels", args.labels)]
+        if args.pack:
+            outputs.append(("--positions", args.positions))
+    else:
+        outputs = [("-o", args.output)]
+    problem = output_conflict(outputs, inputs, ".npy") or (
+        args.doc_lengths and output_conflict(
+            [("--doc-lengths", args.doc_lengths)],
+            inputs + [("the output of " + o, p) for o, p in outputs]))
     if problem:
         raise DataFailure(problem)
-    if args.mode != "sft":
+    if not rows:
         return
-    if args.pack:
+    if args.mode == "sft" and args.pack:
         raise DataFailure(
-            "--pack is not supported: attention here does not read segment "
-            "ids, so a packed row would let each sample attend to the ones "
-            "before it; each sample is padded to its own row")
+            "--pack is not supported for sft yet: train does not read the "
+            "rows' positions, so a packed sample would attend to the samples "
+            "before it in its row; each sample is padded to its own row")
     if args.seq < 1:
         raise DataFailure("--seq %d: the rows need at least one token" %
                           args.seq)
-    problem = too_big("--seq %d: the ids and labels (int64) of one row" %
-                      args.seq, 2 * 8 * args.seq)
+    if args.pack_window < 1:
+        raise DataFailure("--pack-window %d: first-fit decreasing needs at "
+                          "least one document a window" % args.pack_window)
+    if args.tokens_per_step is not None and (
+            args.tokens_per_step < args.seq or
+            args.tokens_per_step % args.seq):
+        raise DataFailure("--tokens-per-step %d: a global batch is whole "
+                          "rows, a positive multiple of --seq %d" % (
+                              args.tokens_per_step, args.seq))
+    arrays = 3 if args.pack else 2
+    problem = too_big("--seq %d: the %s (int64) of one row" % (
+        args.seq, "ids, labels and positions" if args.pack else
+        "ids and labels"), arrays * 8 * args.seq)
     if problem:
         raise DataFailure(problem)
 
@@ -281,11 +370,66 @@ def save(path, array):
         np.save(f, array)
 
 
+def pad_token(tok):
+    """The pad token, else eos, else 0."""
+    return next((t for t in (tok.pad_token_id, tok.eos_token_id)
+                 if t is not None), 0)
+
+
+def write_packed(args, docs, pad, read, truncated=0, dropped=0):
+    """Packs `docs`, [(ids, labels, where)], into rows of --seq tokens and
+    writes --ids, --labels, --positions (and --doc-lengths)."""
+    T = args.seq
+    try:
+        pieces = split_pieces(docs, T, args.no_split)
+    except PackFailure as e:
+        raise DataFailure(str(e))
+    split = len(pieces) - len(docs)
+    # A piece whose labels past its first (which packing ignores) are all
+    # -100 (an sft prompt cut from its response) adds nothing to the loss.
+    kept = [p for p in pieces if any(l != IGNORE for l in p[1][1:])]
+    dropped += len(pieces) - len(kept)
+    if not kept:
+        raise DataFailure("all %d documents dropped: none has a label to "
+                          "learn within --seq %d" % (len(pieces), T))
+    step_rows = args.tokens_per_step // T if args.tokens_per_step else None
+    try:
+        ids, labels, positions, stats = pack(kept, T, pad, args.seed,
+                                             args.pack_window, step_rows)
+    except MemoryError:
+        raise DataFailure("--seq %d: the packed rows do not fit in this "
+                          "machine's memory" % T)
+    save(args.ids, ids)
+    save(args.labels, labels)
+    save(args.positions, positions)
+    if args.doc_lengths:
+        with open(args.doc_lengths, "w") as f:
+            json.dump(doc_lengths_json(stats, T), f)
+            f.write("\n")
+    N = stats["rows"]
+    steps = ""
+    if step_rows:
+        steps = "; %d steps of %d rows (--tokens-per-step %d)%s" % (
+            N // step_rows, step_rows, args.tokens_per_step,
+            ", the last completed by %d empty rows" % stats["filler_rows"]
+            if stats["filler_rows"] else "")
+    print("zero-data: note: train does not read --positions yet: it trains "
+          "a packed row as one sequence, each document attending to the "
+          "documents before it in the row, as a --data stream does",
+          file=sys.stderr)
+    print("zero-data: %s, %s, %s: %d documents packed in %d rows [%d, %d], "
+          "%d tokens (%d labelled), fill %.1f%% (one document a row: "
+          "%.1f%%), %d split, %d truncated, %d dropped; padding %d%s" % (
+              args.ids, args.labels, args.positions, read, N, N, T,
+              stats["tokens"], int((labels != IGNORE).sum()),
+              100 * stats["fill"], 100 * stats["padded_fill"], split,
+              truncated, dropped, pad, steps))
+
+
 def make_sft(args, tok):
     import numpy as np
     T = args.seq
-    pad = next((t for t in (tok.pad_token_id, tok.eos_token_id)
-                if t is not None), 0)
+    pad = pad_token(tok)
     rows, truncated, dropped, samples = [], 0, 0, 0
     for path in args.inputs:
         if not path.endswith(".jsonl"):
@@ -302,7 +446,8 @@ def make_sft(args, tok):
                     field(row, args.response_field, where))
             ids = prompt + response
             labels = [IGNORE] * len(prompt) + response
-            if len(ids) > T:
+            # Packing cuts a longer sample into pieces unless --truncate.
+            if len(ids) > T and (args.truncate or not args.pack):
                 if not args.truncate:
                     raise DataFailure(
                         "%s: the sample has %d tokens, more than --seq %d "
@@ -313,9 +458,11 @@ def make_sft(args, tok):
             if all(l == IGNORE for l in labels):
                 dropped += 1
                 continue
-            rows.append((ids, labels))
+            rows.append((ids, labels, where))
     if not samples:
         raise DataFailure("no samples in %s" % ", ".join(args.inputs))
+    if args.pack:
+        return write_packed(args, rows, pad, samples, truncated, dropped)
     if not rows:
         raise DataFailure("all %d samples dropped: none has a response token "
                           "within --seq %d" % (samples, T))
@@ -325,12 +472,12 @@ def make_sft(args, tok):
         raise DataFailure(problem)
     ids = np.full((len(rows), T), pad, dtype=np.int64)
     labels = np.full((len(rows), T), IGNORE, dtype=np.int64)
-    for i, (r, l) in enumerate(rows):
+    for i, (r, l, _) in enumerate(rows):
         ids[i, :len(r)] = r
         labels[i, :len(l)] = l
     save(args.ids, ids)
     save(args.labels, labels)
-    tokens = sum(len(r) for r, _ in rows)
+    tokens = sum(len(r) for r, _, _ in rows)
     print("zero-data: %s, %s: %d samples, %d rows [%d, %d], %d tokens "
           "(%d labelled), %d truncated, %d dropped; padding %d" % (
               args.ids, args.labels, samples, len(rows), len(rows), T,

@@ -4,6 +4,7 @@ reference tokenisation zero-data's output is compared with.
   tiny_tokenizer.py save DIR [--no-pad] [--big]
   tiny_tokenizer.py check-sft DIR FILE.jsonl T ids.npy labels.npy
   tiny_tokenizer.py check-tokens DIR FILE... tokens.npy
+  tiny_tokenizer.py check-pack DIR FILE.jsonl T ids.npy labels.npy positions.npy
 """
 
 import json
@@ -62,6 +63,55 @@ def sft_reference(tok, path, T):
     return np.array(ids, np.int64), np.array(labels, np.int64)
 
 
+def documents(tok, path):
+    """Each document of a .jsonl file's "text" as zero-data tokens encodes
+    it: the tokenizer's ids (its BOS), then eos."""
+    return [tok(json.loads(l)["text"])["input_ids"] + [tok.eos_token_id]
+            for l in open(path) if l.strip()]
+
+
+def check_pack(tok, path, T, ids, labels, positions):
+    """Packed rows hold each piece of at most T tokens of each document once,
+    laid out as DataCollatorWithFlattening lays out the row's documents, and
+    transformers finds the same documents in the positions."""
+    import torch
+    from transformers import DataCollatorWithFlattening
+    from transformers.masking_utils import find_packed_sequence_indices
+    assert ids.shape == labels.shape == positions.shape
+    assert ids.dtype == labels.dtype == positions.dtype == np.int64
+    collate = DataCollatorWithFlattening(return_position_ids=True,
+                                         return_tensors="np")
+    want = sorted(tuple(d[b:b + T]) for d in documents(tok, path)
+                  for b in range(0, len(d), T))
+    pad = tok.pad_token_id
+    got = []
+    for r in range(len(ids)):
+        starts = [0] + [i for i in range(1, T)
+                        if positions[r, i] != positions[r, i - 1] + 1]
+        bounds = list(zip(starts, starts[1:] + [T]))
+        docs = [ids[r, b:e].tolist() for b, e in bounds]
+        # The padding after the last document: pad ids, no label.
+        if docs and all(t == pad for t in docs[-1]) and \
+                (labels[r, bounds[-1][0]:] == -100).all():
+            docs, bounds = docs[:-1], bounds[:-1]
+        end = bounds[-1][1] if bounds else 0
+        if docs:
+            ref = collate([{"input_ids": d, "labels": d} for d in docs])
+            assert np.array_equal(ref["input_ids"][0], ids[r, :end])
+            assert np.array_equal(ref["labels"][0], labels[r, :end]), (
+                ref["labels"][0], labels[r, :end])
+            assert np.array_equal(ref["position_ids"][0], positions[r, :end])
+        seq = find_packed_sequence_indices(torch.from_numpy(positions[r:r + 1]))
+        assert seq is not None or len(bounds) <= 1
+        if seq is not None:
+            assert int(seq[0, -1]) + 1 == len(bounds) + (end < T)
+        got += [tuple(d) for d in docs]
+    assert sorted(got) == want, (sorted(got), want)
+    print("pack: %d rows laid out as DataCollatorWithFlattening lays out "
+          "their documents; %d pieces of %d documents, each once" % (
+              len(ids), len(got), len(documents(tok, path))))
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "save":
@@ -77,6 +127,9 @@ def main():
         print("sft: %d rows equal transformers' tokenisation, %d prompt "
               "tokens -100" % (len(ids), int(((labels == -100) &
                                              (ids != tok.pad_token_id)).sum())))
+    elif cmd == "check-pack":
+        check_pack(tok, args[1], int(args[2]),
+                   *(np.load(a) for a in args[3:6]))
     elif cmd == "check-tokens":
         want = []
         for path in args[1:-1]:
