@@ -148,6 +148,43 @@ BENCHMARK(BM_Attention)
     ->Args({ZRT_BF16, 1, 4})
     ->Apply(wallMs);
 
+/// Packed rows: 2048 tokens of documents of one length (the argument), the
+/// work falling with the documents' squared lengths (items: the causal
+/// score products that remain).
+void BM_AttentionPacked(benchmark::State &state) {
+  int32_t dtype = int32_t(state.range(0));
+  bool backward = state.range(1);
+  int64_t doc = state.range(2);
+  int64_t b = 1, h = 12, t = 2048, d = 64, n = b * h * t * d;
+  auto q = randomBytes(dtype, n), k = randomBytes(dtype, n),
+       v = randomBytes(dtype, n), o = randomBytes(dtype, n),
+       g = randomBytes(dtype, n), dq = randomBytes(dtype, n),
+       dk = randomBytes(dtype, n), dv = randomBytes(dtype, n);
+  std::vector<int32_t> segments(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i)
+    segments[static_cast<size_t>(i)] = int32_t(i / doc);
+  zrt_attention_desc desc = {
+      dtype, 1, b, h, h, t, d, 0.0, 0, 0.0, nullptr, nullptr, segments.data()};
+  zrt_attention_forward(&desc, q.data(), k.data(), v.data(), o.data());
+  for (auto _ : state) {
+    if (backward)
+      zrt_attention_backward(&desc, q.data(), k.data(), v.data(), o.data(),
+                             g.data(), dq.data(), dk.data(), dv.data());
+    else
+      zrt_attention_forward(&desc, q.data(), k.data(), v.data(), o.data());
+  }
+  state.SetItemsProcessed(state.iterations() * (backward ? 5 : 2) * b * h *
+                          (t / doc) * doc * doc * d);
+}
+BENCHMARK(BM_AttentionPacked)
+    ->Args({ZRT_F32, 0, 2048})
+    ->Args({ZRT_F32, 0, 512})
+    ->Args({ZRT_F32, 0, 128})
+    ->Args({ZRT_F32, 1, 2048})
+    ->Args({ZRT_F32, 1, 512})
+    ->Args({ZRT_F32, 1, 128})
+    ->Apply(wallMs);
+
 void BM_LayerNorm(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
   bool backward = state.range(1);

@@ -42,12 +42,13 @@ using namespace zrt::attn;
 namespace {
 
 template <typename T>
-void forward(const Attn &a, const T *q, const T *k, const T *v, T *o) {
-  int64_t d = a.dim;
+void forward(const Attn &all, const T *q, const T *k, const T *v, T *o) {
+  int64_t d = all.dim;
   int64_t bs = blockSize([&](int64_t b) { return 4 * b * d + b * b + 2 * b; });
-  int64_t blocks = ceilDiv(a.seq, bs);
-  parallelForEach(a.heads * blocks, itemWork(a, bs, 2), [&](int64_t item) {
+  int64_t blocks = ceilDiv(all.seq, bs);
+  parallelForEach(all.heads * blocks, itemWork(all, bs, 2), [&](int64_t item) {
     int64_t h = item / blocks, i0 = (item % blocks) * bs;
+    const Attn a = all.forHead(h);
     int64_t nr = std::min(bs, a.seq - i0);
     int64_t kvh = h / a.group;
     const T *qh = q + h * a.seq * d, *kh = k + kvh * a.seq * d,
@@ -155,11 +156,15 @@ struct SinkAttn {
     return v + ((bh / a.group) * a.seq + j) * a.dim;
   }
   float sink(int64_t bh) const { return sinks[bh % heads]; }
-  /// The keys query i sees: [first, last].
-  int64_t first(int64_t i) const {
-    return a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
+  /// The keys query i of head bh sees: [first, last].
+  int64_t first(int64_t bh, int64_t i) const {
+    int64_t f = a.window > 0 ? std::max<int64_t>(0, i - a.window + 1) : 0;
+    return a.docStart ? std::max(f, a.forHead(bh).docStart[i]) : f;
   }
-  int64_t last(int64_t i) const { return a.causal ? i : a.seq - 1; }
+  int64_t last(int64_t bh, int64_t i) const {
+    int64_t l = a.causal ? i : a.seq - 1;
+    return a.docEnd ? std::min(l, a.forHead(bh).docEnd[i] - 1) : l;
+  }
   float score(int64_t bh, int64_t i, int64_t j) const {
     const float *x = query(bh, i), *y = key(bh, j);
     float s = 0;
@@ -170,24 +175,28 @@ struct SinkAttn {
   /// The log of the row's denominator, the sink's term included.
   float lse(int64_t bh, int64_t i) const {
     float m = sink(bh);
-    for (int64_t j = first(i); j <= last(i); ++j)
+    for (int64_t j = first(bh, i); j <= last(bh, i); ++j)
       m = std::max(m, score(bh, i, j));
     float sum = std::exp(sink(bh) - m);
-    for (int64_t j = first(i); j <= last(i); ++j)
+    for (int64_t j = first(bh, i); j <= last(bh, i); ++j)
       sum += std::exp(score(bh, i, j) - m);
     return m + std::log(sum);
   }
 };
 
 SinkAttn makeSinkAttn(const char *name, const zrt_attention_desc *d,
-                      const void *q, const void *k, const void *v) {
+                      const AttnDocuments &docs, const void *q, const void *k,
+                      const void *v) {
   if (d->dtype != ZRT_F32)
     fatal("%s: attention sinks need f32 tensors", name);
   if (d->softcap != 0.0 || d->alibi)
     fatal("%s: attention sinks take no softcap or ALiBi", name);
-  return {attentionProblem(name, d),     d->heads,
-          static_cast<const float *>(q), static_cast<const float *>(k),
-          static_cast<const float *>(v), d->sinks};
+  return {docs.apply(attentionProblem(name, d), d->heads),
+          d->heads,
+          static_cast<const float *>(q),
+          static_cast<const float *>(k),
+          static_cast<const float *>(v),
+          d->sinks};
 }
 
 /// dot(d_o, o) of row i of head bh.
@@ -201,9 +210,10 @@ float rowDelta(const SinkAttn &s, const float *o, const float *dO, int64_t bh,
   return d;
 }
 
-void sinksForward(const char *name, const zrt_attention_desc *d, const void *q,
-                  const void *k, const void *v, void *o) {
-  SinkAttn s = makeSinkAttn(name, d, q, k, v);
+void sinksForward(const char *name, const zrt_attention_desc *d,
+                  const AttnDocuments &docs, const void *q, const void *k,
+                  const void *v, void *o) {
+  SinkAttn s = makeSinkAttn(name, d, docs, q, k, v);
   float *out = static_cast<float *>(o);
   int64_t rows = s.a.heads * s.a.seq;
   parallelFor(rows, 1, [&](int64_t begin, int64_t end) {
@@ -212,7 +222,7 @@ void sinksForward(const char *name, const zrt_attention_desc *d, const void *q,
       float l = s.lse(bh, i);
       float *y = out + r * s.a.dim;
       std::fill(y, y + s.a.dim, 0.0f);
-      for (int64_t j = s.first(i); j <= s.last(i); ++j) {
+      for (int64_t j = s.first(bh, i); j <= s.last(bh, i); ++j) {
         float p = std::exp(s.score(bh, i, j) - l);
         const float *x = s.value(bh, j);
         for (int64_t d = 0; d < s.a.dim; ++d)
@@ -222,10 +232,11 @@ void sinksForward(const char *name, const zrt_attention_desc *d, const void *q,
   });
 }
 
-void sinksBackward(const char *name, const zrt_attention_desc *d, const void *q,
-                   const void *k, const void *v, const void *o, const void *dO,
-                   void *dq, void *dk, void *dv) {
-  SinkAttn s = makeSinkAttn(name, d, q, k, v);
+void sinksBackward(const char *name, const zrt_attention_desc *d,
+                   const AttnDocuments &docs, const void *q, const void *k,
+                   const void *v, const void *o, const void *dO, void *dq,
+                   void *dk, void *dv) {
+  SinkAttn s = makeSinkAttn(name, d, docs, q, k, v);
   const float *outs = static_cast<const float *>(o);
   const float *dOut = static_cast<const float *>(dO);
   float *dQ = static_cast<float *>(dq), *dK = static_cast<float *>(dk),
@@ -245,7 +256,7 @@ void sinksBackward(const char *name, const zrt_attention_desc *d, const void *q,
           const float *x = s.query(bh, i);
           float *gq = dQ + (bh * t + i) * dim;
           std::fill(gq, gq + dim, 0.0f);
-          for (int64_t j = s.first(i); j <= s.last(i); ++j) {
+          for (int64_t j = s.first(bh, i); j <= s.last(bh, i); ++j) {
             float p = std::exp(s.score(bh, i, j) - l);
             const float *y = s.key(bh, j), *z = s.value(bh, j);
             float dp = 0;
@@ -273,8 +284,10 @@ extern "C" void zrt_attention_forward(const zrt_attention_desc *desc,
   const char *name = "zrt_attention_forward";
   KernelSpan span(name);
   Attn a = attentionProblem(name, desc);
+  AttnDocuments docs(name, desc);
   if (desc->sinks)
-    return sinksForward(name, desc, q, k, v, o);
+    return sinksForward(name, desc, docs, q, k, v, o);
+  a = docs.apply(a, desc->heads);
   runForward(a, desc->dtype, q, k, v, o);
 }
 
@@ -286,8 +299,10 @@ extern "C" void zrt_attention_backward(const zrt_attention_desc *desc,
   const char *name = "zrt_attention_backward";
   KernelSpan span(name);
   Attn a = attentionProblem(name, desc);
+  AttnDocuments docs(name, desc);
   if (desc->sinks)
-    return sinksBackward(name, desc, q, k, v, o, dO, dq, dk, dv);
+    return sinksBackward(name, desc, docs, q, k, v, o, dO, dq, dk, dv);
+  a = docs.apply(a, desc->heads);
   runGrads(a, desc->dtype, q, k, v, o, dO, dq, dk, dv, desc->batch, desc->heads,
            desc->seq, desc->head_dim);
 }
@@ -302,7 +317,8 @@ extern "C" void zrt_attention_dsinks(const zrt_attention_desc *desc,
   if (!desc->sinks)
     fatal("%s: the descriptor has no sinks", name);
   // The values are not read: the sink's probability needs only the scores.
-  SinkAttn s = makeSinkAttn(name, desc, q, k, nullptr);
+  AttnDocuments docs(name, desc);
+  SinkAttn s = makeSinkAttn(name, desc, docs, q, k, nullptr);
   const float *outs = static_cast<const float *>(o);
   const float *dOut = static_cast<const float *>(dO);
   float *out = static_cast<float *>(dsinks);

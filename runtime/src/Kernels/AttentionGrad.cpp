@@ -56,13 +56,14 @@ inline void sumExps(const float *sr, int64_t nc, int64_t first, int64_t visible,
 /// lse[i] = log sum_j exp(scale q_i . k_j) over visible keys and
 /// delta[i] = dO_i . O_i, for every query row.
 template <typename T>
-void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
+void rowTerms(const Attn &all, const T *q, const T *k, const T *o, const T *dO,
               float *lse, float *delta) {
-  int64_t d = a.dim;
+  int64_t d = all.dim;
   int64_t bs = rowTermsBlock(d);
-  int64_t blocks = ceilDiv(a.seq, bs);
-  parallelForEach(a.heads * blocks, itemWork(a, bs, 1), [&](int64_t item) {
+  int64_t blocks = ceilDiv(all.seq, bs);
+  parallelForEach(all.heads * blocks, itemWork(all, bs, 1), [&](int64_t item) {
     int64_t h = item / blocks, i0 = (item % blocks) * bs;
+    const Attn a = all.forHead(h);
     int64_t nr = std::min(bs, a.seq - i0);
     int64_t row0 = h * a.seq + i0;
     const T *kh = k + h / a.group * a.seq * d;
@@ -95,15 +96,17 @@ void rowTerms(const Attn &a, const T *q, const T *k, const T *o, const T *dO,
 /// dK and dV of each key block of a key/value head, summed over the query
 /// blocks that see it of each query head of its group, in order.
 template <typename T>
-void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
+void keyGrads(const Attn &all, const T *q, const T *k, const T *v, const T *dO,
               const float *lse, const float *delta, T *dk, T *dv) {
-  int64_t d = a.dim;
+  int64_t d = all.dim;
   int64_t bs = keyGradsBlock(d);
-  int64_t blocks = ceilDiv(a.seq, bs);
-  // Each item sums over the group's query heads.
-  int64_t kvHeads = a.heads / a.group, work = a.group * itemWork(a, bs, 4);
+  int64_t blocks = ceilDiv(all.seq, bs);
+  // Each item sums over the group's query heads (of one batch element).
+  int64_t kvHeads = all.heads / all.group,
+          work = all.group * itemWork(all, bs, 4);
   parallelForEach(kvHeads * blocks, work, [&](int64_t item) {
     int64_t hk = item / blocks, j0 = (item % blocks) * bs;
+    const Attn a = all.forHead(hk * all.group);
     int64_t nc = std::min(bs, a.seq - j0);
     int64_t kvBase = hk * a.seq;
     alignas(64) float ws[kWorkspaceFloats];
@@ -115,9 +118,10 @@ void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
     std::fill(dkb, dkb + 2 * bs * d, 0.0f);
     for (int64_t h = hk * a.group; h < (hk + 1) * a.group; ++h) {
       int64_t base = h * a.seq;
-      // Causal: queries before j0 see none of these keys; a window hides
-      // them from the queries from queryEnd on.
-      for (int64_t i0 = a.causal ? j0 : 0, iEnd = queryEnd(a, j0, nc);
+      // Causal: queries before j0 see none of these keys; a window or their
+      // document hides them from the queries from queryEnd on, and the
+      // document from those before queryBegin.
+      for (int64_t i0 = queryBegin(a, j0, bs), iEnd = queryEnd(a, j0, nc);
            i0 < iEnd; i0 += bs) {
         int64_t nr = std::min(bs, a.seq - i0);
         const float *qb = loadRows(q + (base + i0) * d, nr, d, qBuf, a.scale);
@@ -148,13 +152,14 @@ void keyGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
 
 /// dQ of each query block, summed over the key blocks it sees.
 template <typename T>
-void queryGrads(const Attn &a, const T *q, const T *k, const T *v, const T *dO,
-                const float *lse, const float *delta, T *dq) {
-  int64_t d = a.dim;
+void queryGrads(const Attn &all, const T *q, const T *k, const T *v,
+                const T *dO, const float *lse, const float *delta, T *dq) {
+  int64_t d = all.dim;
   int64_t bs = queryGradsBlock(d);
-  int64_t blocks = ceilDiv(a.seq, bs);
-  parallelForEach(a.heads * blocks, itemWork(a, bs, 3), [&](int64_t item) {
+  int64_t blocks = ceilDiv(all.seq, bs);
+  parallelForEach(all.heads * blocks, itemWork(all, bs, 3), [&](int64_t item) {
     int64_t h = item / blocks, i0 = (item % blocks) * bs;
+    const Attn a = all.forHead(h);
     int64_t nr = std::min(bs, a.seq - i0);
     int64_t base = h * a.seq, kvBase = h / a.group * a.seq;
     alignas(64) float ws[kWorkspaceFloats];
@@ -216,12 +221,13 @@ bool fusedGradsFit(const Attn &a) {
 /// adds exact zeros), so the results are bit for bit those of rowTerms,
 /// keyGrads and queryGrads.
 template <typename T>
-void fusedGrads(const Attn &a, const T *q, const T *k, const T *v, const T *o,
+void fusedGrads(const Attn &all, const T *q, const T *k, const T *v, const T *o,
                 const T *dO, float *lse, float *delta, T *dq, T *dk, T *dv) {
-  int64_t n = a.seq, d = a.dim;
+  int64_t n = all.seq, d = all.dim;
   int64_t bs = keyGradsBlock(d);
-  int64_t work = a.group * ceilDiv(n, bs) * itemWork(a, bs, 5);
-  parallelForEach(a.kvHeads(), work, [&](int64_t hk) {
+  int64_t work = all.group * ceilDiv(n, bs) * itemWork(all, bs, 5);
+  parallelForEach(all.kvHeads(), work, [&](int64_t hk) {
+    const Attn a = all.forHead(hk * all.group);
     alignas(64) float ws[kWorkspaceFloats];
     float *p = ws, *dp = p + bs * n, *rowMax = dp + bs * bs,
           *rowSum = rowMax + bs, *oBuf = rowSum + bs, *gRowBuf = oBuf + d,

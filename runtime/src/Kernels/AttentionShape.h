@@ -42,8 +42,26 @@ struct Attn {
   /// Null when none.
   const float *alibi = nullptr;
   int64_t alibiHeads = 1;
+  /// Packed rows' documents (the descriptor's segments): for each position
+  /// of a batch element, the first position of its document and the end of
+  /// it (exclusive); query i sees key j only within [docStart[i],
+  /// docEnd[i]). Null when none. forHead points them at a head's batch
+  /// element (headsPerBatch query heads each).
+  const int64_t *docStart = nullptr;
+  const int64_t *docEnd = nullptr;
+  int64_t headsPerBatch = 1;
 
   int64_t kvHeads() const { return heads / group; } // batch * kv_heads
+  /// This problem as query head h (of batch * heads) sees it.
+  Attn forHead(int64_t h) const {
+    Attn r = *this;
+    if (docStart) {
+      int64_t b = h / headsPerBatch;
+      r.docStart += b * seq;
+      r.docEnd += b * seq;
+    }
+    return r;
+  }
 };
 
 /// Checks the arguments (aborting with a message that names `kernel`): the
@@ -90,8 +108,6 @@ inline Attn withMask(const char *kernel, Attn a, int64_t window, double softcap,
 inline Attn attentionProblem(const char *kernel, const zrt_attention_desc *d) {
   if (!d)
     fatal("%s: null descriptor", kernel);
-  if (d->segments)
-    fatal("%s: per-token segment ids are not supported yet", kernel);
   return withMask(kernel,
                   makeAttn(kernel, d->batch, d->heads, d->kv_heads, d->seq,
                            d->head_dim, d->causal, d->scale),
@@ -99,7 +115,8 @@ inline Attn attentionProblem(const char *kernel, const zrt_attention_desc *d) {
 }
 
 /// Whether query i sees key j: the causal mask, then the sliding window
-/// (`window` as in Attn, 0 for none).
+/// (`window` as in Attn, 0 for none). Documents restrict it further
+/// (Attn::docStart).
 ZRT_HOST_DEVICE inline bool attentionSees(bool causal, int64_t window,
                                           int64_t i, int64_t j) {
   return (!causal || j <= i) && (window == 0 || i - j < window);

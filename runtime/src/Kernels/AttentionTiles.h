@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -370,17 +371,23 @@ inline void dotRows(const float *a, int64_t na, const float *b, int64_t nb,
 }
 
 /// Keys of [j0, j0 + nc) that query i0 + r sees (attentionSees, as a range)
-/// end before this one: the causal mask.
+/// end before this one: the causal mask and the end of its document.
 inline int64_t visibleKeys(const Attn &a, int64_t i0, int64_t r, int64_t j0,
                            int64_t nc) {
-  return a.causal ? std::clamp<int64_t>(i0 + r - j0 + 1, 0, nc) : nc;
+  int64_t end = a.causal ? i0 + r + 1 : a.seq;
+  if (a.docEnd)
+    end = std::min(end, a.docEnd[i0 + r]);
+  return std::clamp<int64_t>(end - j0, 0, nc);
 }
 
-/// ... and start at this one: the window. Without one, a prefix of the
-/// block.
+/// ... and start at this one: the window and the start of its document.
+/// Without either, a prefix of the block.
 inline int64_t firstKey(const Attn &a, int64_t i0, int64_t r, int64_t j0,
                         int64_t nc) {
-  return a.window ? std::clamp<int64_t>(i0 + r - a.window + 1 - j0, 0, nc) : 0;
+  int64_t first = a.window ? i0 + r - a.window + 1 : 0;
+  if (a.docStart)
+    first = std::max(first, a.docStart[i0 + r]);
+  return std::clamp<int64_t>(first - j0, 0, nc);
 }
 
 /// s[r][c] = softcap * tanh(s[r][c] / softcap) where seen (a.softcap only).
@@ -487,22 +494,76 @@ inline int64_t itemWork(const Attn &a, int64_t bs, int64_t products) {
   return products * 2 * bs * keys * a.dim;
 }
 
-/// Last key (exclusive) that queries [i0, i0 + nr) see.
+/// Last key (exclusive) that queries [i0, i0 + nr) see. Documents are
+/// runs of positions, so the block's last query's ends last.
 inline int64_t keyEnd(const Attn &a, int64_t i0, int64_t nr) {
-  return a.causal ? i0 + nr : a.seq;
+  int64_t end = a.causal ? i0 + nr : a.seq;
+  return a.docEnd ? std::min(end, a.docEnd[i0 + nr - 1]) : end;
 }
 
-/// The first block of bs keys that queries from i0 on see: with a window,
-/// the blocks before it are wholly masked and skipped (they would add exact
-/// zeros, so the sums keep their bits).
+/// The first block of bs keys that queries from i0 on see: with a window or
+/// documents (the block's first query's starts first), the blocks before it
+/// are wholly masked and skipped (they would add exact zeros, so the sums
+/// keep their bits): the work of packed rows is their documents' squares.
 inline int64_t keyBegin(const Attn &a, int64_t i0, int64_t bs) {
-  return a.window ? std::max<int64_t>(i0 - a.window + 1, 0) / bs * bs : 0;
+  int64_t first = a.window ? std::max<int64_t>(i0 - a.window + 1, 0) : 0;
+  if (a.docStart)
+    first = std::max(first, a.docStart[i0]);
+  return first / bs * bs;
+}
+
+/// First query block (of bs rows) that sees a key of [j0, j0 + nc).
+inline int64_t queryBegin(const Attn &a, int64_t j0, int64_t bs) {
+  int64_t first = a.causal ? j0 : 0;
+  if (a.docStart)
+    first = std::max(first, a.docStart[j0]);
+  return first / bs * bs;
 }
 
 /// Last query (exclusive) that sees a key of [j0, j0 + nc).
 inline int64_t queryEnd(const Attn &a, int64_t j0, int64_t nc) {
-  return a.window ? std::min(a.seq, j0 + nc - 1 + a.window) : a.seq;
+  int64_t end = a.window ? std::min(a.seq, j0 + nc - 1 + a.window) : a.seq;
+  return a.docEnd ? std::min(end, a.docEnd[j0 + nc - 1]) : end;
 }
+
+/// The documents of a descriptor's segments ([batch, seq] int32, each
+/// row's ids non-decreasing: a document is a run of one id), as Attn reads
+/// them; empty without segments. Aborts, naming `kernel`, on ids that
+/// decrease.
+struct AttnDocuments {
+  std::vector<int64_t> start, end;
+
+  AttnDocuments(const char *kernel, const zrt_attention_desc *d) {
+    if (!d->segments || d->batch == 0 || d->seq == 0)
+      return;
+    int64_t n = d->batch * d->seq;
+    start.resize(size_t(n));
+    end.resize(size_t(n));
+    for (int64_t b = 0; b < d->batch; ++b) {
+      const int32_t *ids = d->segments + b * d->seq;
+      int64_t *s = start.data() + b * d->seq, *e = end.data() + b * d->seq;
+      for (int64_t i = 0; i < d->seq; ++i) {
+        if (i > 0 && ids[i] < ids[i - 1])
+          fatal("%s: segment ids of batch element %lld decrease at position "
+                "%lld (%d after %d): a document is a run of one id",
+                kernel, (long long)b, (long long)i, ids[i], ids[i - 1]);
+        s[i] = i > 0 && ids[i] == ids[i - 1] ? s[i - 1] : i;
+      }
+      for (int64_t i = d->seq - 1; i >= 0; --i)
+        e[i] = i + 1 < d->seq && ids[i] == ids[i + 1] ? e[i + 1] : i + 1;
+    }
+  }
+
+  /// `a` with these documents (heads of a batch element: `heads`).
+  Attn apply(Attn a, int64_t heads) const {
+    if (start.empty())
+      return a;
+    a.docStart = start.data();
+    a.docEnd = end.data();
+    a.headsPerBatch = heads > 0 ? heads : 1;
+    return a;
+  }
+};
 
 /// The backward of the checked problem `a` on the dtype's data (dq, dk, dv
 /// from q, k, v, o and dO), with its scratch (AttentionGrad.cpp).

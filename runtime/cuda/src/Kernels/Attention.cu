@@ -375,12 +375,23 @@ void sinksBackward(const char *name, const zrt_attention_desc *d, const void *q,
   checkLaunch(name);
 }
 
+/// The checked problem of `desc` for entry `kernel`; the CUDA kernels do
+/// not read packed rows' documents yet (the CPU kernels do).
+Attn cudaAttentionProblem(const char *kernel, const zrt_attention_desc *desc) {
+  Attn a = attentionProblem(kernel, desc);
+  if (desc->segments)
+    fatal("%s: per-token segment ids (packed documents) are not supported "
+          "by the CUDA kernels yet",
+          kernel);
+  return a;
+}
+
 } // namespace
 
 void zrt::cuda::attentionForward(const zrt_attention_desc *desc, const void *q,
                                  const void *k, const void *v, void *o) {
   const char *name = "zrt_attention_forward";
-  Attn a = attentionProblem(name, desc);
+  Attn a = cudaAttentionProblem(name, desc);
   if (desc->sinks)
     return sinksForward(name, desc, q, k, v, o);
   runForward(name, a, desc->dtype, q, k, v, o);
@@ -391,7 +402,7 @@ void zrt::cuda::attentionBackward(const zrt_attention_desc *desc, const void *q,
                                   const void *dO, void *dq, void *dk,
                                   void *dv) {
   const char *name = "zrt_attention_backward";
-  Attn a = attentionProblem(name, desc);
+  Attn a = cudaAttentionProblem(name, desc);
   if (desc->sinks)
     return sinksBackward(name, desc, q, k, v, o, dO, dq, dk, dv);
   runGrads(name, a, desc->dtype, q, k, v, o, dO, dq, dk, dv, desc->batch,
@@ -402,7 +413,7 @@ void zrt::cuda::attentionDsinks(const zrt_attention_desc *desc, const void *q,
                                 const void *k, const void *o, const void *dO,
                                 void *dsinks) {
   const char *name = "zrt_attention_dsinks";
-  attentionProblem(name, desc);
+  cudaAttentionProblem(name, desc);
   if (!desc->sinks)
     fatal("%s: the descriptor has no sinks", name);
   SinkRows s = sinkRowsOf(name, desc, q, k, nullptr);
