@@ -40,7 +40,7 @@ public:
     Value att = nn::AttentionOp::create(
         s.b, s.fresh("att"), q.getType(), q, k, v, /*causal=*/true,
         /*scale=*/nullptr, /*window=*/nullptr, /*softcap=*/nullptr,
-        /*alibi=*/nullptr, /*sinks=*/Value());
+        /*alibi=*/nullptr, /*sinks=*/Value(), /*segments=*/Value());
     Value back = nn::TransposeOp::create(s.b, s.fresh("bthd"), att, kSwapTH);
     auto heads = cast<RankedTensorType>(back.getType()).getShape();
     return nn::ReshapeOp::create(s.b, s.fresh("merged"),

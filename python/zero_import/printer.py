@@ -97,19 +97,36 @@ _ATTR_GENERIC = {
 
 
 def _bind(kind, groups, values, what):
-    """{name: [values]} of an op's operand or result groups, at most one of
-    which is variadic or optional."""
+    """{name: [values]} of an op's operand or result groups: one variadic
+    group takes the values beyond the fixed ones, or optional groups take
+    one each, left to right. With None among them, the values are one per
+    group, None where an optional group is absent (an op with several
+    optional operands, such as attention's sinks and segments)."""
+    if any(v is None for v in values):
+        if len(values) != len(groups) or any(
+                v is None and arity != "optional"
+                for v, (_, arity) in zip(values, groups)):
+            raise OpFormatError("nn.%s: None stands for an absent optional "
+                                "group of %s, one value per group" % (
+                                    kind, what))
+        return {name: [] if v is None else [v]
+                for v, (name, _) in zip(values, groups)}
     fixed = sum(1 for _, arity in groups if arity == "one")
-    if len(values) < fixed or (len(values) > fixed and all(
-            arity == "one" for _, arity in groups)):
+    optional = sum(1 for _, arity in groups if arity == "optional")
+    variadic = any(arity == "variadic" for _, arity in groups)
+    extra = len(values) - fixed
+    if extra < 0 or (extra > optional and not variadic):
         raise OpFormatError("nn.%s takes %d %s, got %d" % (
             kind, fixed, what, len(values)))
     out, i = {}, 0
     for name, arity in groups:
-        n = 1 if arity == "one" else len(values) - fixed
-        if arity == "optional" and n > 1:
-            raise OpFormatError("nn.%s: %d values for optional %s" % (
-                kind, n, name))
+        if arity == "one":
+            n = 1
+        elif arity == "variadic":
+            n = extra
+        else:
+            n = 1 if extra > 0 else 0
+            extra -= n
         out[name] = list(values[i:i + n])
         i += n
     return out
@@ -236,11 +253,11 @@ def _printable(fmt, specs):
 
 def format_op(kind, operands, operand_types, result_types, attrs,
               generic=False):
-    """The text of `nn.<kind>` with these operands (SSA names), their types,
-    the result types and the attributes ({name: value}; None, or False for a
-    unit attribute, leaves one out), in its assembly format or, with
-    `generic` or where this module cannot print the format, in the generic
-    form."""
+    """The text of `nn.<kind>` with these operands (SSA names), their types
+    (None for both where an optional operand is absent, _bind), the result
+    types and the attributes ({name: value}; None, or False for a unit
+    attribute, leaves one out), in its assembly format or, with `generic`
+    or where this module cannot print the format, in the generic form."""
     if kind not in NN_OPS:
         raise OpFormatError("no nn op '%s'" % kind)
     spec = NN_OPS[kind]
@@ -250,17 +267,24 @@ def format_op(kind, operands, operand_types, result_types, attrs,
     results = _bind(kind, spec["results"], result_types, "results")
     specs = spec["attributes"]
     if generic or not _printable(spec["format"], specs):
-        return _generic(kind, operands, operand_types, result_types, present,
-                        specs)
+        sizes = None
+        if sum(1 for _, a in spec["operands"] if a != "one") > 1:
+            sizes = [len(names[n]) for n, _ in spec["operands"]]
+        return _generic(kind, [v for v in operands if v is not None],
+                        [t for t in operand_types if t is not None],
+                        result_types, present, specs, sizes)
     p = _FormatPrinter(kind, names, types, results, present)
     for e in spec["format"]:
         p.element(e, specs)
     return p.text
 
 
-def _generic(kind, operands, operand_types, result_types, attrs, specs):
+def _generic(kind, operands, operand_types, result_types, attrs, specs,
+             sizes=None):
+    """`sizes`: each operand group's count, for an op with several optional
+    groups (its operandSegmentSizes)."""
     text = '"nn.%s"(%s)' % (kind, ", ".join(operands))
-    if attrs:
+    if attrs or sizes:
         items = []
         for name in sorted(attrs):
             attr_kind = specs[name][0]
@@ -270,6 +294,9 @@ def _generic(kind, operands, operand_types, result_types, attrs, specs):
                                         kind, name, attr_kind))
             items.append(name if attr_kind == "unit" else "%s = %s" % (
                 name, _ATTR_GENERIC[attr_kind](attrs[name])))
+        if sizes:
+            items.append("operandSegmentSizes = array<i32: %s>" %
+                         ", ".join(str(n) for n in sizes))
         text += " <{%s}>" % ", ".join(items)
     results = ", ".join(result_types)
     if len(result_types) != 1:

@@ -225,8 +225,11 @@ def read_op(rec, name):
             raise GenError("%s: result '%s' is not a value" % (name, res))
         results.append((res, arity))
         kinds[res] = "result"
+    # Several optional operands bind left to right (the printer's _bind);
+    # a variadic group must be the only one that is not fixed.
     for group, what in ((operands, "operands"), (results, "results")):
-        if sum(1 for _, a in group if a != "one") > 1:
+        loose = [a for _, a in group if a != "one"]
+        if len(loose) > 1 and (what == "results" or "variadic" in loose):
             raise GenError("%s: more than one variadic or optional group of "
                            "%s" % (name, what))
     if r["regions"]["args"] or r["successors"]["args"]:

@@ -418,22 +418,27 @@ FailureOr<Value> attentionDesc(KernelCallBuilder &b, Value query, Value key,
                                std::optional<uint64_t> window,
                                std::optional<APFloat> softcap,
                                std::optional<ArrayRef<float>> alibi,
-                               Value sinks) {
+                               Value sinks, Value segments) {
   ArrayRef<int64_t> q = tensorType(query).getShape();
-  return b.record("zrt_attention_desc",
-                  {b.dtype(elemType(query)), b.i32(causal), b.i64(q[0]),
-                   b.i64(q[1]), b.i64(tensorType(key).getDimSize(1)),
-                   b.i64(q[2]), b.i64(q[3]), b.f64(scale),
-                   b.i64(window.value_or(0)),
-                   b.f64(softcap ? softcap->convertToDouble() : 0.0),
-                   b.f32Array(alibi.value_or(ArrayRef<float>())),
-                   sinks ? sinks : b.nullPtr(), /*segments=*/b.nullPtr()});
+  return b.record(
+      "zrt_attention_desc",
+      {b.dtype(elemType(query)), b.i32(causal), b.i64(q[0]), b.i64(q[1]),
+       b.i64(tensorType(key).getDimSize(1)), b.i64(q[2]), b.i64(q[3]),
+       b.f64(scale), b.i64(window.value_or(0)),
+       b.f64(softcap ? softcap->convertToDouble() : 0.0),
+       b.f32Array(alibi.value_or(ArrayRef<float>())),
+       sinks ? sinks : b.nullPtr(), segments ? segments : b.nullPtr()});
+}
+/// The lowered pointer of an attention op's optional operand, or null.
+Value optionalOperand(KernelCallBuilder &b, MutableOperandRange operand) {
+  return operand.empty() ? Value() : b.operand(operand[0].getOperandNumber());
 }
 LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
   FailureOr<Value> desc =
       attentionDesc(b, op.getQuery(), op.getKey(), op.getCausal(),
                     op.getScaleValue(), op.getWindow(), op.getSoftcap(),
-                    op.getAlibi(), op.getSinks() ? b.operand(3) : Value());
+                    op.getAlibi(), optionalOperand(b, op.getSinksMutable()),
+                    optionalOperand(b, op.getSegmentsMutable()));
   if (failed(desc))
     return failure();
   return b.call("zrt_attention_forward",
@@ -447,7 +452,8 @@ LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
   FailureOr<Value> desc = attentionDesc(
       b, op.getQuery(), op.getKey(), op.getCausal(),
       op.getScale().convertToDouble(), op.getWindow(), op.getSoftcap(),
-      op.getAlibi(), op.getSinks() ? b.operand(5) : Value());
+      op.getAlibi(), optionalOperand(b, op.getSinksMutable()),
+      optionalOperand(b, op.getSegmentsMutable()));
   if (failed(desc))
     return failure();
   return b.call("zrt_attention_backward",
@@ -469,10 +475,10 @@ KernelCost cost(nn::AttentionGradOp op) {
 }
 /// (desc, q, k, o, do, dsinks); the sinks (operand 2) in the descriptor.
 LogicalResult buildCall(nn::AttentionSinksGradOp op, KernelCallBuilder &b) {
-  FailureOr<Value> desc =
-      attentionDesc(b, op.getQuery(), op.getKey(), op.getCausal(),
-                    op.getScale().convertToDouble(), op.getWindow(),
-                    std::nullopt, std::nullopt, b.operand(2));
+  FailureOr<Value> desc = attentionDesc(
+      b, op.getQuery(), op.getKey(), op.getCausal(),
+      op.getScale().convertToDouble(), op.getWindow(), std::nullopt,
+      std::nullopt, b.operand(2), optionalOperand(b, op.getSegmentsMutable()));
   if (failed(desc))
     return failure();
   return b.call("zrt_attention_dsinks",

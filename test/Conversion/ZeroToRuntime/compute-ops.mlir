@@ -689,6 +689,38 @@ module @attention {
 
 // -----
 
+// Packed rows' document ids (segments) are the descriptor's last field: the
+// address of the ids tensor, for the forward and the gradient.
+
+// CHECK-LABEL: module @attention_segments
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[Q:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[IDS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      llvm.insertvalue %[[IDS]], %{{.*}}[12]
+// CHECK:      llvm.call @zrt_attention_forward(
+// CHECK:      llvm.insertvalue %[[IDS]], %{{.*}}[12]
+// CHECK:      llvm.call @zrt_attention_backward(
+
+module @attention_segments {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%q: tensor<4x6x8x16xf32>, %ids: tensor<4x8xi32>, %dy: tensor<4x6x8x16xf32>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %o = nn.attention %q, %q, %q segments(%ids : tensor<4x8xi32>) causal : tensor<4x6x8x16xf32>, tensor<4x6x8x16xf32>
+    %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %o, %dy segments(%ids : tensor<4x8xi32>) causal scale 0.25 : tensor<4x6x8x16xf32>, tensor<4x6x8x16xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // A sliding window, soft-capping or ALiBi are fields of the same descriptor
 // (0 or null: none); the slopes are a constant global, passed by address.
 

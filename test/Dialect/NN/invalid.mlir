@@ -297,7 +297,7 @@ func.func @attention_rank(%q: tensor<2x4x8xf32>) {
 // Checks that attention rejects a key and a value of different types.
 func.func @attention_types(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x4xf32>) {
   // expected-error @+1 {{'nn.attention' op failed to verify that all of {key, value} have same type}}
-  %0 = "nn.attention"(%q, %k, %q) : (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %0 = "nn.attention"(%q, %k, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>}> : (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return
 }
 
@@ -306,7 +306,7 @@ func.func @attention_types(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x4xf32>) {
 // Checks that attention rejects a value with other heads than the key.
 func.func @attention_kv_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x1x4x8xf32>) {
   // expected-error @+1 {{'nn.attention' op failed to verify that all of {key, value} have same type}}
-  %0 = "nn.attention"(%q, %k, %v) : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %0 = "nn.attention"(%q, %k, %v) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>}> : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x4x4x8xf32>
   return
 }
 
@@ -315,7 +315,7 @@ func.func @attention_kv_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, 
 // Checks that attention rejects a result of other than the query's type.
 func.func @attention_result(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
   // expected-error @+1 {{'nn.attention' op failed to verify that all of {query, result} have same type}}
-  %0 = "nn.attention"(%q, %k, %k) : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %0 = "nn.attention"(%q, %k, %k) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>}> : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return
 }
 
@@ -1220,7 +1220,7 @@ func.func @attention_grad_scale(%q: tensor<1x2x4x8xf32>) {
 // type.
 func.func @attention_grad_types(%q: tensor<1x2x4x8xf32>, %o: tensor<1x2x4x8xbf16>) {
   // expected-error @+1 {{'nn.attention_grad' op failed to verify that all of {query, output, output_grad, query_grad} have same type}}
-  %0:3 = "nn.attention_grad"(%q, %q, %q, %o, %q) {scale = 0.5 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  %0:3 = "nn.attention_grad"(%q, %q, %q, %o, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> {scale = 0.5 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   return
 }
 
@@ -1230,7 +1230,7 @@ func.func @attention_grad_types(%q: tensor<1x2x4x8xf32>, %o: tensor<1x2x4x8xbf16
 // the key's shape (grouped-query: the group's sum has the key's shape).
 func.func @attention_grad_kv_grads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>) {
   // expected-error @+1 {{'nn.attention_grad' op failed to verify that all of {key, value, key_grad, value_grad} have same type}}
-  %0:3 = "nn.attention_grad"(%q, %k, %k, %q, %q) {scale = 0.5 : f64} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>)
+  %0:3 = "nn.attention_grad"(%q, %k, %k, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> {scale = 0.5 : f64} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>)
   return
 }
 
@@ -1339,7 +1339,7 @@ func.func @attention_alibi_infinite(%q: tensor<1x2x4x8xf32>) {
 // Checks that attention_grad needs an explicit scale.
 func.func @attention_grad_no_scale(%q: tensor<1x2x4x8xf32>) {
   // expected-error @+1 {{'nn.attention_grad' op requires attribute 'scale'}}
-  %0:3 = "nn.attention_grad"(%q, %q, %q, %q, %q) : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  %0:3 = "nn.attention_grad"(%q, %q, %q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>}> : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   return
 }
 
@@ -1745,6 +1745,33 @@ func.func @moe_expert_counts_top_k(%l: tensor<6x4xf32>) {
 func.func @moe_router_grad_rows(%l: tensor<6x4xf32>, %i: tensor<5x2xi32>, %d: tensor<5x2xf32>) {
   // expected-error @+1 {{'nn.moe_router_grad' op indices must be [6, k <= 4], got [5, 2]}}
   %g = nn.moe_router_grad %l, %i, %d : tensor<6x4xf32>, tensor<5x2xi32>, tensor<5x2xf32>
+  return
+}
+
+// -----
+
+// Checks that segments hold one document id per token.
+func.func @attention_segments_seq(%q: tensor<1x2x4x8xf32>, %ids: tensor<1x5xi32>) {
+  // expected-error @+1 {{'nn.attention' op segments [1, 5] have seq 5, the query's is 4 (one document id per token: [batch, seq])}}
+  %0 = nn.attention %q, %q, %q segments(%ids : tensor<1x5xi32>) causal : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that the gradient's segments have the query's batch.
+func.func @attention_grad_segments_batch(%q: tensor<1x2x4x8xf32>, %ids: tensor<2x4xi32>) {
+  // expected-error @+1 {{'nn.attention_grad' op segments [2, 4] have batch 2, the query's is 1}}
+  %0:3 = nn.attention_grad %q, %q, %q, %q, %q segments(%ids : tensor<2x4xi32>) causal scale 0.5 : tensor<1x2x4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that document ids are i32.
+func.func @attention_segments_i64(%q: tensor<1x2x4x8xf32>, %ids: tensor<1x4xi64>) {
+  // expected-error @+1 {{'nn.attention' op operand #3 must be 2D tensor of 32-bit signless integer values, but got 'tensor<1x4xi64>'}}
+  %0 = nn.attention %q, %q, %q segments(%ids : tensor<1x4xi64>) causal : tensor<1x2x4x8xf32>
   return
 }
 

@@ -300,3 +300,17 @@ func.func @apertus(%x: tensor<2x4x8xf32>, %ap: tensor<1xf32>, %an: tensor<1xf32>
   %dx, %pp, %pn = nn.xielu_grad %x, %ap, %an, %y beta 0.5 eps -9.9999999747524271E-7 : tensor<2x4x8xf32>, tensor<1xf32>
   return
 }
+
+// Packed rows' document ids on attention and its gradients, beside sinks.
+// CHECK-LABEL: func.func @attention_segments
+func.func @attention_segments(%q: tensor<2x2x4x4xf32>, %ids: tensor<2x4xi32>, %s: tensor<2xf32>) {
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} segments(%{{.*}} : tensor<2x4xi32>) causal window 2 : tensor<2x2x4x4xf32>
+  %a = nn.attention %q, %q, %q segments(%ids : tensor<2x4xi32>) causal window 2 : tensor<2x2x4x4xf32>
+  // CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} sinks(%{{.*}} : tensor<2xf32>) segments(%{{.*}} : tensor<2x4xi32>) causal : tensor<2x2x4x4xf32>
+  %b = nn.attention %q, %q, %q sinks(%s : tensor<2xf32>) segments(%ids : tensor<2x4xi32>) causal : tensor<2x2x4x4xf32>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} segments(%{{.*}} : tensor<2x4xi32>) causal scale 5.000000e-01 : tensor<2x2x4x4xf32>
+  %dq, %dk, %dv = nn.attention_grad %q, %q, %q, %q, %q segments(%ids : tensor<2x4xi32>) causal scale 0.5 : tensor<2x2x4x4xf32>
+  // CHECK: nn.attention_sinks_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} segments(%{{.*}} : tensor<2x4xi32>) causal scale 5.000000e-01 : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2xf32>
+  %ds = nn.attention_sinks_grad %q, %q, %s, %q, %q segments(%ids : tensor<2x4xi32>) causal scale 0.5 : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2xf32>
+  return
+}

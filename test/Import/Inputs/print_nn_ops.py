@@ -75,15 +75,28 @@ def rewrite(line, generic, seen):
         return line
     indent, lhs, kind, operands, attrs, in_types, out_types = m.groups()
     seen.add(kind)
-    values = {}
+    values, sizes = {}, None
     for item in split_top(attrs or ""):
         name, eq, value = item.partition(" = ")
+        if name == "operandSegmentSizes":
+            # Several optional operands: one entry per group, None where
+            # one is absent.
+            sizes = [int(v) for v in re.fullmatch(
+                r"array<i32: (.*)>", value).group(1).split(",")]
+            continue
         values[name] = attr_value(value) if eq else True
     results = out_types
     if results.startswith("("):
         results = results[1:-1]
-    text = format_op(kind, split_top(operands), split_top(in_types),
-                     split_top(results), values, generic=generic)
+    names, types = split_top(operands), split_top(in_types)
+    if sizes:
+        if any(n > 1 for n in sizes):
+            raise SystemExit("cannot read: %s" % line.strip())
+        it_n, it_t = iter(names), iter(types)
+        names = [next(it_n) if n else None for n in sizes]
+        types = [next(it_t) if n else None for n in sizes]
+    text = format_op(kind, names, types, split_top(results), values,
+                     generic=generic)
     return indent + (lhs + " = " if lhs else "") + text
 
 

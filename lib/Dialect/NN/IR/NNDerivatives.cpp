@@ -272,14 +272,17 @@ LogicalResult AttentionOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   auto g = AttentionGradOp::create(
       b, getLoc(), getQuery(), getKey(), getValue(), getResult(), grads[0],
       getCausalAttr(), b.getF64FloatAttr(getScaleValue()), getWindowAttr(),
-      getSoftcapAttr(), getAlibiAttr(), getSinks());
+      getSoftcapAttr(), getAlibiAttr(), getSinks(), getSegments());
   out.push_back(g.getQueryGrad());
   out.push_back(g.getKeyGrad());
   out.push_back(g.getValueGrad());
   if (getSinks())
     out.push_back(AttentionSinksGradOp::create(
         b, getLoc(), getQuery(), getKey(), getSinks(), getResult(), grads[0],
-        getCausalAttr(), b.getF64FloatAttr(getScaleValue()), getWindowAttr()));
+        getCausalAttr(), b.getF64FloatAttr(getScaleValue()), getWindowAttr(),
+        getSegments()));
+  if (getSegments())
+    out.push_back(Value()); // document ids are not differentiable
   return success();
 }
 

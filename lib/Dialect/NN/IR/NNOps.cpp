@@ -316,7 +316,7 @@ static LogicalResult checkAttention(EmitErrorFn emitError, Value query,
                                     Value key, std::optional<double> scale,
                                     bool causal, IntegerAttr window,
                                     FloatAttr softcap, DenseF32ArrayAttr alibi,
-                                    Value sinks) {
+                                    Value sinks, Value segments) {
   auto q = ranked(query);
   auto k = ranked(key);
   if (q.getRank() != 4)
@@ -383,6 +383,18 @@ static LogicalResult checkAttention(EmitErrorFn emitError, Value query,
     if (softcap || alibi)
       return emitError() << "sinks with softcap or alibi are not supported";
   }
+  if (segments) {
+    // One document id per token of each row.
+    ArrayRef<int64_t> ids = ranked(segments).getShape();
+    for (auto [dim, qdim, name] :
+         {std::tuple(0, 0, "batch"), std::tuple(1, 2, "seq")}) {
+      int64_t sd = ids[dim], qd = q.getDimSize(qdim);
+      if (!ShapedType::isDynamic(sd) && !ShapedType::isDynamic(qd) && sd != qd)
+        return emitError() << "segments " << shapeStr(ids) << " have " << name
+                           << " " << sd << ", the query's is " << qd
+                           << " (one document id per token: [batch, seq])";
+    }
+  }
   return success();
 }
 
@@ -392,7 +404,7 @@ LogicalResult AttentionOp::verify() {
     scale = s.getValueAsDouble();
   return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
                         scale, getCausal(), getWindowAttr(), getSoftcapAttr(),
-                        getAlibiAttr(), getSinks());
+                        getAlibiAttr(), getSinks(), getSegments());
 }
 
 double AttentionOp::getScaleValue() {
@@ -406,13 +418,14 @@ LogicalResult AttentionGradOp::verify() {
   return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
                         getScale().convertToDouble(), getCausal(),
                         getWindowAttr(), getSoftcapAttr(), getAlibiAttr(),
-                        getSinks());
+                        getSinks(), getSegments());
 }
 
 LogicalResult AttentionSinksGradOp::verify() {
   return checkAttention([&] { return emitOpError(); }, getQuery(), getKey(),
                         getScale().convertToDouble(), getCausal(),
-                        getWindowAttr(), nullptr, nullptr, getSinks());
+                        getWindowAttr(), nullptr, nullptr, getSinks(),
+                        getSegments());
 }
 
 LogicalResult ClampedSwigluOp::verify() {

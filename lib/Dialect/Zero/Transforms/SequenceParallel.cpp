@@ -216,6 +216,11 @@ LogicalResult parallelizeAttention(nn::AttentionOp att, int64_t p,
   if (att.getSinks())
     return att.emitOpError("has per-head sinks, which sequence parallelism (")
            << option << ") would give to other heads on each rank";
+  // Its heads would see the whole sequence, but the ids of a rank's shard.
+  if (att.getSegments())
+    return att.emitOpError("reads packed documents' segments, which sequence "
+                           "parallelism (")
+           << option << ") does not gather yet";
   auto q = cast<RankedTensorType>(att.getQuery().getType());
   auto k = cast<RankedTensorType>(att.getKey().getType());
   int64_t heads = q.getDimSize(1), kv = k.getDimSize(1);

@@ -394,6 +394,25 @@ zero.train_step @alibi_attention(%y: tensor<2x2x4xi32>)
 
 // -----
 
+// Packed documents' segments carry over to the derivative (document ids:
+// no gradient), and to the sinks' gradient.
+zero.param @pk : tensor<2x2x4x4xf32> init normal std 0.1
+zero.param @pks : tensor<2xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @packed_attention
+zero.train_step @packed_attention(%y: tensor<2x2x4xi32>, %ids: tensor<2x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %q = zero.get_param @pk : tensor<2x2x4x4xf32>
+  %s = zero.get_param @pks : tensor<2xf32>
+  %o = nn.attention %q, %q, %q sinks(%s : tensor<2xf32>) segments(%ids : tensor<2x4xi32>) causal : tensor<2x2x4x4xf32>
+  %loss = nn.softmax_cross_entropy %o, %y : tensor<2x2x4x4xf32>, tensor<2x2x4xi32> -> tensor<f32>
+  // CHECK: nn.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} sinks(%{{.*}} : tensor<2xf32>) segments(%arg1 : tensor<2x4xi32>) causal scale 5.000000e-01 : tensor<2x2x4x4xf32>
+  // CHECK-NEXT: nn.attention_sinks_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} segments(%arg1 : tensor<2x4xi32>) causal scale 5.000000e-01 : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // A split part that does not reach the loss contributes a zero gradient to
 // the concatenation.
 zero.param @p : tensor<4x6xf32> init normal std 0.1

@@ -71,3 +71,23 @@ zero.train_step @mlp(%ids: tensor<1x8xi64>, %labels: tensor<1x8xi64>)
   %loss = nn.softmax_cross_entropy %logits, %labels : tensor<1x8x10xf32>, tensor<1x8xi64> -> tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Packed documents' ids are not gathered across the sequence shards yet.
+zero.param @pk : tensor<10x16xf32> init normal std 0.02
+zero.train_step @packed(%ids: tensor<1x8xi64>, %labels: tensor<1x8xi64>, %docs: tensor<1x8xi32>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %e = zero.get_param @pk : tensor<10x16xf32>
+  %h = nn.embedding %e[%ids] : tensor<10x16xf32>, tensor<1x8xi64> -> tensor<1x8x16xf32>
+  %q1 = nn.reshape %h : tensor<1x8x16xf32> -> tensor<1x8x4x4xf32>
+  %q2 = nn.transpose %q1 [0, 2, 1, 3] : tensor<1x8x4x4xf32> -> tensor<1x4x8x4xf32>
+  // expected-error @below {{reads packed documents' segments, which sequence parallelism (sp-size) does not gather yet}}
+  %a = nn.attention %q2, %q2, %q2 segments(%docs : tensor<1x8xi32>) causal : tensor<1x4x8x4xf32>
+  %a1 = nn.transpose %a [0, 2, 1, 3] : tensor<1x4x8x4xf32> -> tensor<1x8x4x4xf32>
+  %a2 = nn.reshape %a1 : tensor<1x8x4x4xf32> -> tensor<1x8x16xf32>
+  %logits = nn.matmul %a2, %e transpose_rhs : tensor<1x8x16xf32>, tensor<10x16xf32> -> tensor<1x8x10xf32>
+  %loss = nn.softmax_cross_entropy %logits, %labels : tensor<1x8x10xf32>, tensor<1x8xi64> -> tensor<f32>
+  zero.return %loss : tensor<f32>
+}

@@ -442,7 +442,7 @@ def NN_RmsNormOp : NN_Op<"rms_norm", [NN_NormOpInterface,
   }];
 }
 
-def NN_AttentionOp : NN_Op<"attention", [NN_Attention,
+def NN_AttentionOp : NN_Op<"attention", [NN_Attention, AttrSizedOperandSegments,
     AllTypesMatch<["query", "result"]>, AllTypesMatch<["key", "value"]>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Scaled dot-product attention (causal for GPT)";
@@ -473,6 +473,10 @@ def NN_AttentionOp : NN_Op<"attention", [NN_Attention,
     each row's softmax denominator without a value (gpt-oss's attention
     sinks): `p[i, j] = exp(s[i, j]) / (exp(sink) + sum_j' exp(s[i, j']))`.
     With sinks the tensors are f32 and there is no softcap or ALiBi.
+    `segments` [batch, seq] (i32) are the document ids of packed rows, each
+    row's non-decreasing (a document is a run of one id): query `i` sees
+    key `j` only when both are of one document, on top of every other mask;
+    the kernels skip the key blocks a query block's documents cannot see.
 
     ```mlir
     %o = nn.attention %q, %k, %v causal : tensor<8x12x64x64xf32>
@@ -480,6 +484,7 @@ def NN_AttentionOp : NN_Op<"attention", [NN_Attention,
     %g = nn.attention %q, %k, %v causal : tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>
     %w = nn.attention %q, %k, %v causal window 8 softcap 5.000000e+01 : tensor<2x4x32x16xf32>
     %a = nn.attention %q, %k, %v causal alibi [5.000000e-01, 2.500000e-01] : tensor<2x2x32x16xf32>
+    %p = nn.attention %q, %k, %v segments(%ids : tensor<2x32xi32>) causal : tensor<2x4x32x16xf32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
@@ -488,10 +493,12 @@ def NN_AttentionOp : NN_Op<"attention", [NN_Attention,
                        OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap,
                        OptionalAttr<DenseF32ArrayAttr>:$alibi,
-                       Optional<1DTensorOf<[F32]>>:$sinks);
+                       Optional<1DTensorOf<[F32]>>:$sinks,
+                       Optional<2DTensorOf<[I32]>>:$segments);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`segments` `(` $segments^ `:` type($segments) `)`)?
     (`causal` $causal^)? (`scale` $scale^)?
     (`window` $window^)? (`softcap` $softcap^)?
     (`alibi` custom<Slopes>($alibi)^)? attr-dict
@@ -1192,7 +1199,7 @@ def NN_RmsNormGradOp : NN_Op<"rms_norm_grad", [
   let hasVerifier = 1;
 }
 
-def NN_AttentionGradOp : NN_Op<"attention_grad", [
+def NN_AttentionGradOp : NN_Op<"attention_grad", [AttrSizedOperandSegments,
     AllTypesMatch<["query", "output", "output_grad", "query_grad"]>,
     AllTypesMatch<["key", "value", "key_grad", "value_grad"]>]> {
   let summary = "Backward of `nn.attention`";
@@ -1201,9 +1208,10 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
     the gradients of query, key and value, given the forward output and its
     gradient. With grouped-query attention the key and value gradients have
     the key's shape: each sums the gradients of the query heads that share
-    the key/value head. Types, `window`, `softcap`, `alibi` and `sinks` as
-    for `nn.attention`; the slopes are constants, without a gradient; the
-    sinks' gradient is `nn.attention_sinks_grad`'s.
+    the key/value head. Types, `window`, `softcap`, `alibi`, `sinks` and
+    `segments` as for `nn.attention`; the slopes and the segments are
+    constants, without a gradient; the sinks' gradient is
+    `nn.attention_sinks_grad`'s.
 
     ```mlir
     %dq, %dk, %dv = nn.attention_grad %q, %k, %v, %o, %do causal scale 1.250000e-01 : tensor<8x12x64x64xf32>
@@ -1215,12 +1223,14 @@ def NN_AttentionGradOp : NN_Op<"attention_grad", [
                        F64Attr:$scale, OptionalAttr<I64Attr>:$window,
                        OptionalAttr<F64Attr>:$softcap,
                        OptionalAttr<DenseF32ArrayAttr>:$alibi,
-                       Optional<1DTensorOf<[F32]>>:$sinks);
+                       Optional<1DTensorOf<[F32]>>:$sinks,
+                       Optional<2DTensorOf<[I32]>>:$segments);
   let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
                       NN_FloatTensor:$value_grad);
   let assemblyFormat = [{
     $query `,` $key `,` $value `,` $output `,` $output_grad
-    (`sinks` `(` $sinks^ `:` type($sinks) `)`)? (`causal` $causal^)? `scale` $scale (`window` $window^)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`segments` `(` $segments^ `:` type($segments) `)`)? (`causal` $causal^)? `scale` $scale (`window` $window^)?
     (`softcap` $softcap^)? (`alibi` custom<Slopes>($alibi)^)? attr-dict `:`
     custom<AttentionTypes>(type($query), type($key))
   }];
@@ -1499,7 +1509,7 @@ def NN_AttentionSinksGradOp : NN_Op<"attention_sinks_grad", [
     `result[h] = -sum_{b, i} p_sink[b, h, i] * dot(output_grad[b, h, i],
     output[b, h, i])`, where `p_sink` is the sink's probability in query
     row i (recomputed from `query`, `key` and `sinks`); types, `causal`,
-    `scale` and `window` as for `nn.attention_grad`.
+    `scale`, `window` and `segments` as for `nn.attention_grad`.
 
     ```mlir
     %ds = nn.attention_sinks_grad %q, %k, %sk, %o, %do causal scale 2.500000e-01 : tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>, tensor<4xf32>
@@ -1508,11 +1518,12 @@ def NN_AttentionSinksGradOp : NN_Op<"attention_sinks_grad", [
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                        1DTensorOf<[F32]>:$sinks, NN_FloatTensor:$output,
                        NN_FloatTensor:$output_grad, UnitAttr:$causal,
-                       F64Attr:$scale, OptionalAttr<I64Attr>:$window);
+                       F64Attr:$scale, OptionalAttr<I64Attr>:$window,
+                       Optional<2DTensorOf<[I32]>>:$segments);
   let results = (outs 1DTensorOf<[F32]>:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $sinks `,` $output `,` $output_grad
-    (`causal` $causal^)? `scale` $scale (`window` $window^)? attr-dict `:`
+    (`segments` `(` $segments^ `:` type($segments) `)`)? (`causal` $causal^)? `scale` $scale (`window` $window^)? attr-dict `:`
     type($query) `,` type($key) `,` type($sinks)
   }];
   let hasVerifier = 1;
