@@ -614,6 +614,26 @@ TEST(ShiftLabelsTest, ShiftsLeftAndFillsTheLastPosition) {
   }
 }
 
+// Packed rows' document ids: a new document wherever a position does not
+// follow the one before by one (a restart at 0, a jump, a repeat), as
+// transformers' find_packed_sequence_indices reads positions.
+TEST(DocumentIdsTest, NewDocumentWherePositionsDoNotRiseByOne) {
+  const int64_t rows = 3, cols = 8;
+  std::vector<int64_t> positions = {0, 1, 2, 0, 1, 0, 1, 2,  // three documents
+                                    0, 1, 2, 3, 4, 5, 6, 7,  // one
+                                    5, 6, 0, 0, 3, 4, 5, 9}; // five
+  std::vector<int32_t> want = {0, 0, 0, 1, 1, 2, 2, 2, 0, 0, 0, 0,
+                               0, 0, 0, 0, 0, 0, 1, 2, 3, 3, 3, 4};
+  std::vector<int32_t> ids(positions.size(), 7);
+  zrt_document_ids(ZRT_I64, positions.data(), ids.data(), rows, cols);
+  EXPECT_EQ(ids, want) << "i64";
+  std::vector<int32_t> positions32(positions.begin(), positions.end());
+  std::vector<int32_t> ids32(positions.size(), 7);
+  zrt_document_ids(ZRT_I32, positions32.data(), ids32.data(), rows, cols);
+  EXPECT_EQ(ids32, want) << "i32";
+  zrt_document_ids(ZRT_I64, nullptr, nullptr, 0, cols);
+}
+
 TEST(ShiftLabelsDeathTest, FillMustFitTheLabels) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   int32_t labels[4] = {1, 2, 3, 4}, out[4];

@@ -632,13 +632,12 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
            nn::SoftmaxCrossEntropyGradOp, nn::LinearCrossEntropyOp,
            nn::LinearCrossEntropyGradOp, nn::TiledMlpOp, nn::TiledMlpGradOp,
-           nn::ShiftLabelsOp, nn::ReduceSumOp, nn::TransposeOp, nn::SplitOp,
-           nn::ConcatOp, nn::MoeRouterOp, nn::MoeRouterGradOp,
-           nn::MoeDispatchOp, nn::MoeDispatchGradOp, nn::GroupedMatmulOp,
-           nn::GroupedMatmulWeightGradOp, nn::MoeCombineOp,
+           nn::ShiftLabelsOp, nn::DocumentIdsOp, nn::ReduceSumOp,
+           nn::TransposeOp, nn::SplitOp, nn::ConcatOp, nn::MoeRouterOp,
+           nn::MoeRouterGradOp, nn::MoeDispatchOp, nn::MoeDispatchGradOp,
+           nn::GroupedMatmulOp, nn::GroupedMatmulWeightGradOp, nn::MoeCombineOp,
            nn::MoeCombineGradOp, nn::MoeAuxLossOp, nn::MoeAuxLossGradOp,
-           nn::MoeExpertCountsOp>(
-        context);
+           nn::MoeExpertCountsOp>(context);
     // gpt-oss's.
     attach<nn::ClampedSwigluOp, nn::ClampedSwigluGradOp,
            nn::AttentionSinksGradOp>(context);

@@ -98,6 +98,7 @@ int64_t scratchBytes(nn::TiledMlpGradOp op);
 KernelCost cost(nn::TiledMlpOp op);
 KernelCost cost(nn::TiledMlpGradOp op);
 LogicalResult buildCall(nn::ShiftLabelsOp op, KernelCallBuilder &b);
+LogicalResult buildCall(nn::DocumentIdsOp op, KernelCallBuilder &b);
 
 // KernelModelsMoe.cpp.
 LogicalResult buildCall(nn::MoeRouterOp op, KernelCallBuilder &b);

@@ -261,4 +261,11 @@ LogicalResult buildCall(nn::ShiftLabelsOp op, KernelCallBuilder &b) {
                  b.i64(op.getFill())});
 }
 
+LogicalResult buildCall(nn::DocumentIdsOp op, KernelCallBuilder &b) {
+  auto shape = tensorType(op.getPositions()).getShape();
+  return b.call("zrt_document_ids",
+                {b.dtype(elemType(op.getPositions())), b.operand(0),
+                 b.result(0), b.i64(shape[0]), b.i64(shape[1])});
+}
+
 } // namespace mlir::zero::kernels

@@ -593,6 +593,31 @@ TEST(CudaShiftLabelsTest, MatchesTheCpu) {
   }
 }
 
+TEST(CudaDocumentIdsTest, MatchesTheCpu) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng{11};
+  std::uniform_int_distribution<int64_t> restart(0, 9);
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{3, 7}, {64, 1025}, {5, 1}, {0, 4}}) {
+    std::vector<int64_t> positions(static_cast<size_t>(rows * cols));
+    int64_t p = 0;
+    for (int64_t &x : positions)
+      x = restart(rng) == 0 ? (p = 0) : ++p;
+    std::vector<int32_t> positions32(positions.begin(), positions.end());
+    std::vector<int32_t> want(positions.size());
+    zrt_document_ids(ZRT_I64, positions.data(), want.data(), rows, cols);
+    auto d64 = deviceCopy(positions);
+    auto d32 = deviceCopy(positions32);
+    DeviceBuffer out64(positions.size() * 4), out32(positions.size() * 4);
+    documentIds(ZRT_I64, d64->get(), static_cast<int32_t *>(out64.get()), rows,
+                cols);
+    documentIds(ZRT_I32, d32->get(), static_cast<int32_t *>(out32.get()), rows,
+                cols);
+    EXPECT_EQ(out64.download<int32_t>(), want) << rows << "x" << cols;
+    EXPECT_EQ(out32.download<int32_t>(), want) << rows << "x" << cols;
+  }
+}
+
 // Per-id sums of dy rows: the CPU test allows numIds * 2^-24 absolute
 // (inputs in [-1, 1]); four times that, as one id here takes 3000 of
 // 5000 rows and so a long sum on both sides.

@@ -443,6 +443,19 @@ ZRT_HOST_DEVICE inline int32_t quantNibble(uint32_t v) {
   return int32_t((v & 0xfu) ^ 8u) - 8;
 }
 
+/// The document ids of one packed row of `cols` positions (zrt_document_ids):
+/// a new document wherever a position does not follow the one before by one.
+template <typename I>
+ZRT_HOST_DEVICE inline void documentIdsRow(const I *positions, int32_t *ids,
+                                           int64_t cols) {
+  int32_t id = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    if (c > 0 && int64_t(positions[c]) != int64_t(positions[c - 1]) + 1)
+      ++id;
+    ids[c] = id;
+  }
+}
+
 } // namespace zrt
 
 #endif // ZERO_RT_KERNEL_MATH_H

@@ -179,3 +179,17 @@ extern "C" void zrt_shift_labels(int32_t labelType, const void *labels,
     });
   });
 }
+
+extern "C" void zrt_document_ids(int32_t positionType, const void *positions,
+                                 int32_t *ids, int64_t rows, int64_t cols) {
+  KernelSpan span("zrt_document_ids");
+  checkDims("zrt_document_ids", rows, cols);
+  dispatchIndex(positionType, [&](auto tag) {
+    using I = decltype(tag);
+    const I *pos = static_cast<const I *>(positions);
+    parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        documentIdsRow(pos + r * cols, ids + r * cols, cols);
+    });
+  });
+}

@@ -721,6 +721,37 @@ module @attention_segments {
 
 // -----
 
+// Document ids from positions: zrt_document_ids(position type (1: i64),
+// positions, ids, rows, cols).
+
+// CHECK-LABEL: module @document_ids
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[POS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[IDS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[TYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_document_ids(%[[TYPE]], %[[POS]], %[[IDS]], %[[ROWS]], %[[COLS]])
+
+module @document_ids {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%pos: tensor<4x8xi64>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %ids = nn.document_ids %pos : tensor<4x8xi64>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // A sliding window, soft-capping or ALiBi are fields of the same descriptor
 // (0 or null: none); the slopes are a constant global, passed by address.
 

@@ -1750,6 +1750,15 @@ func.func @moe_router_grad_rows(%l: tensor<6x4xf32>, %i: tensor<5x2xi32>, %d: te
 
 // -----
 
+// Checks that document ids come from integer positions [batch, seq].
+func.func @document_ids_float(%p: tensor<2x8xf32>) {
+  // expected-error @+1 {{'nn.document_ids' op operand #0 must be 2D tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<2x8xf32>'}}
+  %0 = nn.document_ids %p : tensor<2x8xf32>
+  return
+}
+
+// -----
+
 // Checks that segments hold one document id per token.
 func.func @attention_segments_seq(%q: tensor<1x2x4x8xf32>, %ids: tensor<1x5xi32>) {
   // expected-error @+1 {{'nn.attention' op segments [1, 5] have seq 5, the query's is 4 (one document id per token: [batch, seq])}}

@@ -314,3 +314,13 @@ func.func @attention_segments(%q: tensor<2x2x4x4xf32>, %ids: tensor<2x4xi32>, %s
   %ds = nn.attention_sinks_grad %q, %q, %s, %q, %q segments(%ids : tensor<2x4xi32>) causal scale 0.5 : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2xf32>
   return
 }
+
+// Packed rows' document ids from their positions.
+// CHECK-LABEL: func.func @document_ids
+func.func @document_ids(%p: tensor<2x8xi64>, %p32: tensor<2x8xi32>) {
+  // CHECK: nn.document_ids %{{.*}} : tensor<2x8xi64>
+  %a = nn.document_ids %p : tensor<2x8xi64>
+  // CHECK: nn.document_ids %{{.*}} : tensor<2x8xi32>
+  %b = nn.document_ids %p32 : tensor<2x8xi32>
+  return
+}

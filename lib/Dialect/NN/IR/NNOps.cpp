@@ -855,6 +855,23 @@ LogicalResult TiledMlpGradOp::verify() {
 }
 
 /// The shift runs along the last dimension, so there must be one.
+LogicalResult DocumentIdsOp::inferReturnTypes(MLIRContext *ctx,
+                                              std::optional<Location>,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  auto positions = cast<RankedTensorType>(adaptor.getPositions().getType());
+  inferred.push_back(
+      RankedTensorType::get(positions.getShape(), IntegerType::get(ctx, 32)));
+  return success();
+}
+
+// A packed row's positions restart at each document and stay below its
+// length.
+std::optional<int64_t> DocumentIdsOp::getIndexBound(OpOperand &) {
+  int64_t seq = ranked(getPositions()).getDimSize(1);
+  return ShapedType::isDynamic(seq) ? std::nullopt : std::optional(seq);
+}
+
 LogicalResult ShiftLabelsOp::verify() {
   if (ranked(getLabels()).getRank() < 1)
     return emitOpError("labels must have rank >= 1 (the shift is along the "

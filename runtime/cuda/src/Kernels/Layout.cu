@@ -10,6 +10,7 @@
 
 #include "Kernels/CudaKernels.h"
 #include "Kernels/DeviceUtil.cuh"
+#include "Kernels/KernelMath.h"
 #include "Support/Permutation.h"
 #include "Support/Support.h"
 
@@ -216,6 +217,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// One packed row's document ids per thread (a scan along the row).
+template <typename I>
+__global__ void __launch_bounds__(kThreads)
+    documentIdsKernel(const I *positions, int32_t *ids, int64_t rows,
+                      int64_t cols) {
+  for (int64_t r = globalThread(); r < rows; r += globalThreads())
+    documentIdsRow(positions + r * cols, ids + r * cols, cols);
+}
+
 } // namespace
 
 void zrt::cuda::transpose(int32_t dtype, const void *in, void *out,
@@ -305,6 +315,21 @@ void zrt::cuda::shiftLabels(int32_t labelType, const void *labels, void *out,
         <<<gridFor(rows * cols, kThreads), kThreads, 0, computeStream()>>>(
             static_cast<const I *>(labels), static_cast<I *>(out), rows, cols,
             I(fill));
+    checkLaunch(kernel);
+  });
+}
+
+void zrt::cuda::documentIds(int32_t positionType, const void *positions,
+                            int32_t *ids, int64_t rows, int64_t cols) {
+  const char *kernel = "zrt_document_ids";
+  checkDims(kernel, rows, cols);
+  dispatchIndex(positionType, kernel, [&](auto tag) {
+    using I = decltype(tag);
+    if (rows * cols == 0)
+      return;
+    documentIdsKernel<I>
+        <<<gridFor(rows, kThreads), kThreads, 0, computeStream()>>>(
+            static_cast<const I *>(positions), ids, rows, cols);
     checkLaunch(kernel);
   });
 }

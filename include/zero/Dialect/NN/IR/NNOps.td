@@ -733,6 +733,29 @@ def NN_TiledMlpOp : NN_Op<"tiled_mlp", [NN_GroupedMatrixProducts,
   let hasVerifier = 1;
 }
 
+def NN_DocumentIdsOp : NN_Op<"document_ids", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>]> {
+  let summary = "The document ids of packed rows, from their positions";
+  let description = [{
+    `result[b, 0] = 0` and `result[b, t] = result[b, t - 1] + 1` where
+    `positions[b, t] != positions[b, t - 1] + 1`, else `result[b, t - 1]`:
+    a document is a maximal run of positions that rise by one, as
+    transformers finds the sequences of a packed row
+    (`masking_utils.find_packed_sequence_indices`); the ids are the
+    `segments` that `nn.attention` masks by. Positions are read as indices
+    below the row's length.
+
+    Integer only: it has no derivative.
+
+    ```mlir
+    %ids = nn.document_ids %pos : tensor<8x1024xi64>
+    ```
+  }];
+  let arguments = (ins 2DTensorOf<[I32, I64]>:$positions);
+  let results = (outs 2DTensorOf<[I32]>:$result);
+  let assemblyFormat = "$positions attr-dict `:` type($positions)";
+}
+
 def NN_ShiftLabelsOp : NN_Op<"shift_labels", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
   let summary = "Labels shifted left by one position, the last one a fill";
