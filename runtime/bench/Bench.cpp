@@ -114,19 +114,16 @@ void BM_Matmul(benchmark::State &state) {
 }
 BENCHMARK(BM_Matmul)->Apply(dtypes);
 
-void BM_Attention(benchmark::State &state) {
-  int32_t dtype = int32_t(state.range(0));
-  bool backward = state.range(1);
-  // Key/value heads: 12 is multi-head attention, 4 groups of 3 query heads.
-  int64_t b = 8, h = 12, kvh = state.range(2), t = 256, d = 64,
-          n = b * h * t * d, nkv = b * kvh * t * d;
+/// Times the forward or the backward of `desc` on random tensors.
+void timeAttention(benchmark::State &state, const zrt_attention_desc &desc,
+                   bool backward) {
+  int64_t n = desc.batch * desc.heads * desc.seq * desc.head_dim,
+          nkv = desc.batch * desc.kv_heads * desc.seq * desc.head_dim;
+  int32_t dtype = desc.dtype;
   auto q = randomBytes(dtype, n), k = randomBytes(dtype, nkv),
        v = randomBytes(dtype, nkv), o = randomBytes(dtype, n),
        g = randomBytes(dtype, n), dq = randomBytes(dtype, n),
        dk = randomBytes(dtype, nkv), dv = randomBytes(dtype, nkv);
-  // Causal, the default scale, no window, softcap, ALiBi, sinks or segments.
-  zrt_attention_desc desc = {dtype, 1, b,   h,       kvh,     t,      d,
-                             0.0,   0, 0.0, nullptr, nullptr, nullptr};
   zrt_attention_forward(&desc, q.data(), k.data(), v.data(), o.data());
   for (auto _ : state) {
     if (backward)
@@ -135,6 +132,17 @@ void BM_Attention(benchmark::State &state) {
     else
       zrt_attention_forward(&desc, q.data(), k.data(), v.data(), o.data());
   }
+}
+
+void BM_Attention(benchmark::State &state) {
+  int32_t dtype = int32_t(state.range(0));
+  bool backward = state.range(1);
+  // Key/value heads: 12 is multi-head attention, 4 groups of 3 query heads.
+  int64_t b = 8, h = 12, kvh = state.range(2), t = 256, d = 64;
+  // Causal, the default scale, no window, softcap, ALiBi, sinks or segments.
+  zrt_attention_desc desc = {dtype, 1, b,   h,       kvh,     t,      d,
+                             0.0,   0, 0.0, nullptr, nullptr, nullptr};
+  timeAttention(state, desc, backward);
   // Causal: half of the 2 (forward) or 5 (backward) t x t x d products.
   state.SetItemsProcessed(state.iterations() * (backward ? 5 : 2) * b * h * t *
                           t * d);
@@ -155,24 +163,13 @@ void BM_AttentionPacked(benchmark::State &state) {
   int32_t dtype = int32_t(state.range(0));
   bool backward = state.range(1);
   int64_t doc = state.range(2);
-  int64_t b = 1, h = 12, t = 2048, d = 64, n = b * h * t * d;
-  auto q = randomBytes(dtype, n), k = randomBytes(dtype, n),
-       v = randomBytes(dtype, n), o = randomBytes(dtype, n),
-       g = randomBytes(dtype, n), dq = randomBytes(dtype, n),
-       dk = randomBytes(dtype, n), dv = randomBytes(dtype, n);
+  int64_t b = 1, h = 12, t = 2048, d = 64;
   std::vector<int32_t> segments(static_cast<size_t>(t));
   for (int64_t i = 0; i < t; ++i)
     segments[static_cast<size_t>(i)] = int32_t(i / doc);
   zrt_attention_desc desc = {
       dtype, 1, b, h, h, t, d, 0.0, 0, 0.0, nullptr, nullptr, segments.data()};
-  zrt_attention_forward(&desc, q.data(), k.data(), v.data(), o.data());
-  for (auto _ : state) {
-    if (backward)
-      zrt_attention_backward(&desc, q.data(), k.data(), v.data(), o.data(),
-                             g.data(), dq.data(), dk.data(), dv.data());
-    else
-      zrt_attention_forward(&desc, q.data(), k.data(), v.data(), o.data());
-  }
+  timeAttention(state, desc, backward);
   state.SetItemsProcessed(state.iterations() * (backward ? 5 : 2) * b * h *
                           (t / doc) * doc * doc * d);
 }
