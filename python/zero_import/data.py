@@ -25,7 +25,8 @@ import os
 import sys
 
 from .checks import output_conflict, too_big
-from .packing import (PackFailure, doc_lengths_json, pack, split_pieces)
+from .packing import (PackFailure, doc_lengths_json, layout, plan_rows,
+                      split_pieces)
 
 # transformers, numpy and jinja2 are imported in the functions that use
 # them, so that --help and the argument checks need none of them.
@@ -299,8 +300,11 @@ def check_args(args):
     go together, the outputs (exactly the files named, none an input or
     another output), and the sizes. Fills in the defaults."""
     rows = args.mode == "sft" or args.pack
+    # Given on the command line: not None, and for --no-split not False
+    # (`0 in (None, False)` would miss --seed 0).
     given = [option for option, name, default in PACK_OPTIONS
-             if getattr(args, name) not in (None, False)]
+             if getattr(args, name) is not None and
+             getattr(args, name) is not False]
     if args.mode == "tokens":
         if args.pack and args.output is not None:
             raise DataFailure("-o: --pack writes rows, to --ids, --labels and "
@@ -393,12 +397,13 @@ def write_packed(args, docs, pad, read, truncated=0, dropped=0):
         raise DataFailure("all %d documents dropped: none has a label to "
                           "learn within --seq %d" % (len(pieces), T))
     step_rows = args.tokens_per_step // T if args.tokens_per_step else None
-    try:
-        ids, labels, positions, stats = pack(kept, T, pad, args.seed,
-                                             args.pack_window, step_rows)
-    except MemoryError:
-        raise DataFailure("--seq %d: the packed rows do not fit in this "
-                          "machine's memory" % T)
+    kept, rows, filler = plan_rows(kept, T, args.seed, args.pack_window,
+                                   step_rows)
+    problem = too_big("--seq %d: the ids, labels and positions [%d, %d] "
+                      "(int64)" % (T, len(rows), T), 3 * 8 * len(rows) * T)
+    if problem:
+        raise DataFailure(problem)
+    ids, labels, positions, stats = layout(kept, rows, filler, T, pad)
     save(args.ids, ids)
     save(args.labels, labels)
     save(args.positions, positions)

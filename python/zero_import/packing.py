@@ -62,22 +62,31 @@ def first_fit_decreasing(lengths, T, window):
     return rows
 
 
-def pack(pieces, T, pad, seed, window, rows_per_step=None):
-    """ids, labels and positions [N, T] (int64) of `pieces` packed, and the
-    statistics zero-data prints."""
+def plan_rows(pieces, T, seed, window, rows_per_step=None):
+    """The order of `pieces` (shuffled by the seed), the rows of indices into
+    it (first-fit decreasing, then shuffled by the same generator), the last
+    step completed by empty rows to a multiple of `rows_per_step`, and how
+    many those are. Nothing of size [N, T] yet: zero-data checks that the
+    arrays fit before layout allocates them."""
     import numpy as np
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(pieces))
     pieces = [pieces[i] for i in order]
-    lengths = [len(p[0]) for p in pieces]
-    rows = first_fit_decreasing(lengths, T, window)
-    # Windows fill their rows longest first: shuffle the rows (the same
-    # generator) so that a step does not hold only long or short documents.
+    rows = first_fit_decreasing([len(p[0]) for p in pieces], T, window)
+    # Windows fill their rows longest first: shuffle the rows so that a
+    # step does not hold only long or only short documents.
     rows = [rows[i] for i in rng.permutation(len(rows))]
     filler = 0
     if rows_per_step and len(rows) % rows_per_step:
         filler = rows_per_step - len(rows) % rows_per_step
         rows += [[] for _ in range(filler)]
+    return pieces, rows, filler
+
+
+def layout(pieces, rows, filler, T, pad):
+    """ids, labels and positions [N, T] (int64) of planned rows, and the
+    statistics zero-data prints."""
+    import numpy as np
     N = len(rows)
     ids = np.full((N, T), pad, dtype=np.int64)
     labels = np.full((N, T), IGNORE, dtype=np.int64)
@@ -94,6 +103,7 @@ def pack(pieces, T, pad, seed, window, rows_per_step=None):
             at += n
         # The padding after the last document restarts its positions.
         positions[r, at:] = np.arange(T - at)
+    lengths = [len(p[0]) for p in pieces]
     tokens = sum(lengths)
     histogram = {}
     for n in lengths:
