@@ -38,3 +38,15 @@ std::optional<int64_t> mlir::zero::getIgnoredIndex(Value value) {
   }
   return ignored;
 }
+
+zero::IndexRole mlir::zero::getIndexRole(Value value) {
+  IndexRole role = IndexRole::none;
+  for (OpOperand &use : value.getUses())
+    if (auto op = dyn_cast<IndexOperandOpInterface>(use.getOwner()))
+      role = std::max(role, op.getIndexRole(use), [](IndexRole a, IndexRole b) {
+        // label > position > token > none.
+        static constexpr int kRank[] = {0, 1, 3, 2};
+        return kRank[int(a)] < kRank[int(b)];
+      });
+  return role;
+}

@@ -289,7 +289,8 @@ OwningOpRef<ModuleOp> genLlama(MLIRContext *ctx, Gen &g) {
   auto rope = [&](Value x) -> Value {
     return nn::RopeOp::create(s.b, s.fresh("rope"), x, s.f64(m.theta),
                               /*inv_freq=*/nullptr, /*scale=*/nullptr,
-                              /*inverse=*/false, /*interleaved=*/false);
+                              /*inverse=*/false, /*interleaved=*/false,
+                              /*positions=*/Value());
   };
   Value x = d.embed("model.embed_tokens.weight", tokens, "x");
   for (int64_t l = 0; l < m.L; ++l) {

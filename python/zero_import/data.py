@@ -341,11 +341,6 @@ def check_args(args):
         raise DataFailure(problem)
     if not rows:
         return
-    if args.mode == "sft" and args.pack:
-        raise DataFailure(
-            "--pack is not supported for sft yet: train does not read the "
-            "rows' positions, so a packed sample would attend to the samples "
-            "before it in its row; each sample is padded to its own row")
     if args.seq < 1:
         raise DataFailure("--seq %d: the rows need at least one token" %
                           args.seq)
@@ -418,10 +413,6 @@ def write_packed(args, docs, pad, read, truncated=0, dropped=0):
             N // step_rows, step_rows, args.tokens_per_step,
             ", the last completed by %d empty rows" % stats["filler_rows"]
             if stats["filler_rows"] else "")
-    print("zero-data: note: train does not read --positions yet: it trains "
-          "a packed row as one sequence, each document attending to the "
-          "documents before it in the row, as a --data stream does",
-          file=sys.stderr)
     print("zero-data: %s, %s, %s: %d documents packed in %d rows [%d, %d], "
           "%d tokens (%d labelled), fill %.1f%% (one document a row: "
           "%.1f%%), %d split, %d truncated, %d dropped; padding %d%s" % (

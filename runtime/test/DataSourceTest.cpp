@@ -122,7 +122,8 @@ TEST(DataSourceTest, TokenArraysWithIgnoredLabels) {
   writeBytes(dir + "/ids.npy", writeNpy(ids));
   writeBytes(dir + "/labels.npy", writeNpy(labels));
   Manifest m = tokenManifest("next_token", -100);
-  auto data = openArrayData(m, dir + "/ids.npy", dir + "/labels.npy", 2, {});
+  auto data =
+      openArrayData(m, dir + "/ids.npy", dir + "/labels.npy", "", 2, {});
   EXPECT_EQ(data->wholeRows(), 3);
   // Rows 2 and 0: the rows of a step wrap around the samples.
   auto [x, y] = loaded(*data, 2);
@@ -137,8 +138,8 @@ TEST(DataSourceTest, TokenArraysWithIgnoredLabels) {
   // Without an ignored index in the manifest, -100 is refused.
   Manifest strict = tokenManifest("next_token");
   EXPECT_EQ(errorOf([&] {
-              openArrayData(strict, dir + "/ids.npy", dir + "/labels.npy", 2,
-                            {});
+              openArrayData(strict, dir + "/ids.npy", dir + "/labels.npy", "",
+                            2, {});
             }),
             "'" + dir +
                 "/labels.npy': label -100 at row 0, column 3 is outside the "
@@ -146,12 +147,99 @@ TEST(DataSourceTest, TokenArraysWithIgnoredLabels) {
   // The ignored index is a label only: as a token id it is refused.
   writeBytes(dir + "/bad-ids.npy", writeNpy(labels));
   EXPECT_EQ(errorOf([&] {
-              openArrayData(m, dir + "/bad-ids.npy", dir + "/labels.npy", 2,
+              openArrayData(m, dir + "/bad-ids.npy", dir + "/labels.npy", "", 2,
                             {});
             }),
             "'" + dir +
                 "/bad-ids.npy': token -100 at row 0, column 3 is outside the "
                 "model's vocabulary [0, 10)");
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(DataSourceTest, PackedRowsPositions) {
+  std::string dir = tempDir();
+  // Ids, positions and labels [2, 4] of i64, by their roles (the positions
+  // second, as a traced forward's position_ids), positions below 4.
+  nlohmann::json j = tinyManifest(0, 1);
+  auto input = [](int64_t offset, int64_t bound, const char *role) {
+    return nlohmann::json{{"shape", {2, 4}},
+                          {"dtype", "i64"},
+                          {"offset", offset},
+                          {"index_bound", bound},
+                          {"role", role}};
+  };
+  nlohmann::json y = input(128, 10, "labels");
+  y["ignored_index"] = -100;
+  j["inputs"] = {input(0, 10, "tokens"), input(64, 4, "positions"), y};
+  j["plan"]["arena_bytes"] = 192;
+  j["labels"] = "same_tokens";
+  Manifest m = Manifest::parse(j.dump());
+  auto i64 = [](std::vector<int64_t> v, int64_t rows) {
+    return writeNpy(NpyArray{"<i8", {rows, 4}, 8, rawOf(v)});
+  };
+  writeBytes(dir + "/ids.npy", i64({1, 2, 3, 4, 5, 6, 7, 8}, 2));
+  writeBytes(dir + "/labels.npy", i64({-100, 2, -100, 4, -100, 6, 7, 8}, 2));
+  // Row 0 holds documents of 2 and 2 tokens, row 1 one of 4.
+  writeBytes(dir + "/pos.npy", i64({0, 1, 0, 1, 0, 1, 2, 3}, 2));
+  auto data = openArrayData(m, dir + "/ids.npy", dir + "/labels.npy",
+                            dir + "/pos.npy", 2, {});
+  std::vector<char> arena(192);
+  zrt_ctx ctx;
+  ctx.step = arena.data();
+  data->load(ctx, 0);
+  std::vector<int64_t> x(8), pos(8), labels(8);
+  std::memcpy(x.data(), arena.data(), 64);
+  std::memcpy(pos.data(), arena.data() + 64, 64);
+  std::memcpy(labels.data(), arena.data() + 128, 64);
+  EXPECT_EQ(x, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(pos, (std::vector<int64_t>{0, 1, 0, 1, 0, 1, 2, 3}));
+  EXPECT_EQ(labels, (std::vector<int64_t>{-100, 2, -100, 4, -100, 6, 7, 8}));
+
+  // Refused naming the file and the place: no positions, positions of
+  // another shape, a negative position, one past the row.
+  auto open = [&](const std::string &positions) {
+    return errorOf([&] {
+      openArrayData(m, dir + "/ids.npy", dir + "/labels.npy", positions, 2, {});
+    });
+  };
+  EXPECT_NE(open("").find("--inputs/--labels: the model reads the positions "
+                          "of packed rows (an input of [2, 4]); pass "
+                          "--positions P.npy"),
+            std::string::npos);
+  writeBytes(dir + "/short.npy", i64({0, 1, 2, 3}, 1));
+  EXPECT_EQ(open(dir + "/short.npy"),
+            "'" + dir +
+                "/short.npy': positions of shape [1, 4], the token "
+                "ids in '" +
+                dir +
+                "/ids.npy' are [2, 4] (one position "
+                "per token)");
+  writeBytes(dir + "/negative.npy", i64({0, 1, 0, 1, 0, -1, 2, 3}, 2));
+  EXPECT_EQ(open(dir + "/negative.npy"),
+            "'" + dir +
+                "/negative.npy': position -1 at row 1, column 1 is "
+                "outside the model's positions [0, 4)");
+  writeBytes(dir + "/past.npy", i64({0, 1, 2, 4, 0, 1, 2, 3}, 2));
+  EXPECT_EQ(open(dir + "/past.npy"),
+            "'" + dir +
+                "/past.npy': position 4 at row 0, column 3 is outside "
+                "the model's positions [0, 4)");
+  // A model of one document a row takes no positions.
+  Manifest plain = tokenManifest("same_tokens", -100);
+  EXPECT_NE(errorOf([&] {
+              openArrayData(plain, dir + "/ids.npy", dir + "/labels.npy",
+                            dir + "/pos.npy", 2, {});
+            }).find("pos.npy': the model reads no positions"),
+            std::string::npos);
+
+  // A token file's windows are one document each: positions 0..T-1.
+  writeBytes(dir + "/t8.bin",
+             rawOf(std::vector<uint16_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  auto tokens = openTokenData(m, dir + "/t8.bin", 2, {});
+  std::fill(arena.begin(), arena.end(), 0);
+  tokens->load(ctx, 0);
+  std::memcpy(pos.data(), arena.data() + 64, 64);
+  EXPECT_EQ(pos, (std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3}));
   std::system(("rm -rf " + dir).c_str());
 }
 

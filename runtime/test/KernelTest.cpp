@@ -428,6 +428,60 @@ TEST_P(KernelTest, RopeAndInverse) {
   zrt_rope(dtype(), nullptr, nullptr, 0, 4, 8, 16, 1e4, 0, 1, nullptr, 1.0);
 }
 
+// At a packed row's positions, each document is rotated exactly as it would
+// be alone in a row of its own (positions 0, 1, ...), bit for bit, for
+// int32 and int64 positions, every mode, and in place.
+TEST_P(KernelTest, RopeAtPackedPositions) {
+  const int64_t batch = 2, heads = 3, seq = 10, dim = 8;
+  // Row 0: documents of 4, 3 and 3 tokens; row 1: one of 10.
+  const std::vector<int64_t> positions = {0, 1, 2, 3, 0, 1, 2, 0, 1, 2,
+                                          0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> docs = {
+      {{0, 4}, {4, 7}, {7, 10}}, {{0, 10}}};
+  std::vector<int32_t> positions32(positions.begin(), positions.end());
+  int64_t n = batch * heads * seq * dim;
+  Buffer x = randomBuffer(dtype(), rng, n);
+  std::vector<double> xs = x.values();
+  for (int mode = 0; mode < 4; ++mode) {
+    int interleaved = mode & 1, inverse = mode >> 1;
+    std::string what = std::string("rope at positions ") + dtypeName(dtype()) +
+                       (interleaved ? " interleaved" : "") +
+                       (inverse ? " inverse" : "");
+    Buffer y(dtype(), n), y32(dtype(), n), z(dtype(), xs);
+    zrt_rope_positions(dtype(), x.data(), y.data(), batch, heads, seq, dim, 1e4,
+                       inverse, interleaved, nullptr, 1.0, ZRT_I64,
+                       positions.data());
+    zrt_rope_positions(dtype(), x.data(), y32.data(), batch, heads, seq, dim,
+                       1e4, inverse, interleaved, nullptr, 1.0, ZRT_I32,
+                       positions32.data());
+    zrt_rope_positions(dtype(), z.data(), z.data(), batch, heads, seq, dim, 1e4,
+                       inverse, interleaved, nullptr, 1.0, ZRT_I64,
+                       positions.data());
+    expectClose(y32, y.values(), 0, 0, what + " int32");
+    expectClose(z, y.values(), 0, 0, what + " in place");
+    std::vector<double> ys = y.values();
+    for (int64_t b = 0; b < batch; ++b)
+      for (auto [begin, end] : docs[size_t(b)]) {
+        int64_t len = end - begin;
+        // The document alone: [1, heads, len, dim] at positions 0..len-1.
+        std::vector<double> alone, got;
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t t = begin; t < end; ++t)
+            for (int64_t d = 0; d < dim; ++d) {
+              int64_t i = ((b * heads + h) * seq + t) * dim + d;
+              alone.push_back(xs[size_t(i)]);
+              got.push_back(ys[size_t(i)]);
+            }
+        Buffer in(dtype(), alone), out(dtype(), int64_t(alone.size()));
+        zrt_rope(dtype(), in.data(), out.data(), 1, heads, len, dim, 1e4,
+                 inverse, interleaved, nullptr, 1.0);
+        expectClose(out, got, 0, 0,
+                    what + " row " + std::to_string(b) + " document at " +
+                        std::to_string(begin));
+      }
+  }
+}
+
 // f32 rope performs Hugging Face's fp32 steps in their order, bit for bit:
 // inv_freq = 1 / theta ** (arange(0, dim, 2).float() / dim), freqs = pos *
 // inv_freq, emb = cat(freqs, freqs), x * emb.cos() + rotate_half(x) *

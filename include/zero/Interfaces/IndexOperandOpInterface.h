@@ -11,6 +11,13 @@
 
 #include <optional>
 
+namespace mlir::zero {
+/// What an op reads an integer operand as: token ids (an embedding's rows,
+/// router indices), a loss's labels, or the per-token positions of packed
+/// rows.
+enum class IndexRole { none, token, label, position };
+} // namespace mlir::zero
+
 #include "zero/Interfaces/IndexOperandOpInterface.h.inc"
 
 namespace mlir::zero {
@@ -24,6 +31,12 @@ std::optional<int64_t> getIndexBound(Value value);
 /// getIgnoredIndex), or std::nullopt when some user ignores none or users
 /// differ.
 std::optional<int64_t> getIgnoredIndex(Value value);
+
+/// What the users of `value` read it as: a label where any user reads it
+/// as labels, else a position where any reads positions (a table of
+/// positions is an embedding of them), else a token where any reads
+/// indices, else none.
+IndexRole getIndexRole(Value value);
 
 } // namespace mlir::zero
 

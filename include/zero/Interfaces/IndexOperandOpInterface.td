@@ -20,6 +20,11 @@ def IndexOperandOpInterface : OpInterface<"IndexOperandOpInterface"> {
     An op may also take one value outside `[0, bound)` that marks a
     position it ignores (a loss's `ignore_index`).
 
+    Its role says what the values are to the op (`IndexRole`): token ids,
+    a loss's labels, or the positions of packed rows (which rotary
+    embeddings read without a bound), so that the training driver knows
+    which of its data files feeds which input.
+
     `convert-zero-to-runtime` records the bound of each integer input of the
     step in the program's manifest (`index_bound`, the smallest bound of the
     input's users, and `ignored_index` when every user ignores the same
@@ -38,6 +43,15 @@ def IndexOperandOpInterface : OpInterface<"IndexOperandOpInterface"> {
       "std::optional<int64_t>", "getIgnoredIndex",
       (ins "::mlir::OpOperand &":$operand), [{}],
       [{ return std::nullopt; }]>,
+    InterfaceMethod<
+      "What the op reads `operand` as; by default a token where it reads "
+      "the operand as indices, nothing otherwise.",
+      "::mlir::zero::IndexRole", "getIndexRole",
+      (ins "::mlir::OpOperand &":$operand), [{}],
+      [{
+        return $_op.getIndexBound(operand) ? ::mlir::zero::IndexRole::token
+                                           : ::mlir::zero::IndexRole::none;
+      }]>,
   ];
 }
 

@@ -262,13 +262,26 @@ LogicalResult buildCall(nn::ReduceMaxGradOp op, KernelCallBuilder &b) {
 LogicalResult buildCall(nn::RopeOp op, KernelCallBuilder &b) {
   ArrayRef<int64_t> sh = tensorType(op.getInput()).getShape();
   SmallVector<float> table = op.getInvFreqValues();
-  return b.call("zrt_rope",
-                {b.dtype(elemType(op.getInput())), b.operand(0), b.result(0),
-                 b.i64(sh[0]), b.i64(sh[1]), b.i64(sh[2]), b.i64(sh[3]),
-                 b.f64(op.getTheta() ? op.getTheta()->convertToDouble() : 0.0),
-                 b.i32(op.getInverse()), b.i32(op.getInterleaved()),
-                 op.getInvFreq() ? b.f32Array(table) : b.nullPtr(),
-                 b.f64(op.getScaleOrOne())});
+  SmallVector<Value> args = {
+      b.dtype(elemType(op.getInput())),
+      b.operand(0),
+      b.result(0),
+      b.i64(sh[0]),
+      b.i64(sh[1]),
+      b.i64(sh[2]),
+      b.i64(sh[3]),
+      b.f64(op.getTheta() ? op.getTheta()->convertToDouble() : 0.0),
+      b.i32(op.getInverse()),
+      b.i32(op.getInterleaved()),
+      op.getInvFreq() ? b.f32Array(table) : b.nullPtr(),
+      b.f64(op.getScaleOrOne())};
+  // A packed row's positions: the kernel that reads them.
+  if (Value positions = op.getPositions()) {
+    args.push_back(b.dtype(elemType(positions)));
+    args.push_back(b.operand(1));
+    return b.call("zrt_rope_positions", args);
+  }
+  return b.call("zrt_rope", args);
 }
 /// Eager: the pairs as complex numbers of an fp32 copy times a table of
 /// T x D/2 complex64 rotations, and a copy back to the input's type. The

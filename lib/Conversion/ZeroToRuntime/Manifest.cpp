@@ -318,6 +318,20 @@ void Lowering::addInputs(manifest::Program &m) {
     // the driver before the first step.
     in.indexBound = getIndexBound(arg);
     in.ignoredIndex = getIgnoredIndex(arg);
+    // Which data file feeds it: token ids, labels or positions.
+    switch (getIndexRole(arg)) {
+    case IndexRole::none:
+      break;
+    case IndexRole::token:
+      in.role = manifest::IndexRole::Tokens;
+      break;
+    case IndexRole::label:
+      in.role = manifest::IndexRole::Labels;
+      break;
+    case IndexRole::position:
+      in.role = manifest::IndexRole::Positions;
+      break;
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernelsTestUtil.h"
+#include <array>
 
 using namespace zrt::cuda;
 using namespace zrt::cuda::test;
@@ -163,6 +164,44 @@ TEST_P(CudaKernelsTest, Rope) {
       rope(dtype(), in1.get(), in1.get(), c.batch, c.heads, c.seq, c.dim,
            c.theta, inverse, interleaved, invFreq, scale);
       expectBitwise(in1.download(), got, what + " in place misaligned");
+    }
+  }
+}
+
+// At packed rows' positions: the CPU's results within the same bound as
+// positions 0..seq-1, over batch entries whose rows span several blocks.
+TEST_P(CudaKernelsTest, RopeAtPackedPositions) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 prng{5};
+  std::uniform_int_distribution<int64_t> restart(0, 6);
+  for (auto [batch, heads, seq, dim] :
+       {std::array<int64_t, 4>{2, 3, 37, 16}, {3, 40, 9, 128}, {1, 2, 5, 2}}) {
+    int64_t n = batch * heads * seq * dim;
+    std::vector<int64_t> positions(static_cast<size_t>(batch * seq));
+    int64_t p = 0;
+    for (int64_t &x : positions)
+      x = restart(prng) == 0 ? (p = 0) : ++p;
+    std::vector<int32_t> positions32(positions.begin(), positions.end());
+    auto d64 = deviceCopy(positions);
+    auto d32 = deviceCopy(positions32);
+    Buffer x = randomBuffer(dtype(), rng, n, -2, 2);
+    for (int mode = 0; mode < 4; ++mode) {
+      int inverse = mode & 1, interleaved = mode >> 1;
+      Buffer want(dtype(), n);
+      zrt_rope_positions(dtype(), x.data(), want.data(), batch, heads, seq, dim,
+                         1e4, inverse, interleaved, nullptr, 1.0, ZRT_I64,
+                         positions.data());
+      std::string what = label("rope at positions", dtype(), seq, dim) +
+                         (inverse ? " inverse" : "") +
+                         (interleaved ? " interleaved" : "");
+      DeviceArray dx(x), dy(dtype(), n), dz(dtype(), n);
+      ropePositions(dtype(), dx.get(), dy.get(), batch, heads, seq, dim, 1e4,
+                    inverse, interleaved, nullptr, 1.0, ZRT_I64, d64->get());
+      Buffer got = dy.download();
+      expectNear(got, want, 0, 4 * kF32 * double(seq + 2) * 2, what);
+      ropePositions(dtype(), dx.get(), dz.get(), batch, heads, seq, dim, 1e4,
+                    inverse, interleaved, nullptr, 1.0, ZRT_I32, d32->get());
+      expectBitwise(dz.download(), got, what + " int32");
     }
   }
 }

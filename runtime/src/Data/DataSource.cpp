@@ -39,6 +39,53 @@ void storeIndex(const InputInfo &in, char *base, int64_t i, int64_t v) {
   }
 }
 
+/// The inputs of a token model by what the step reads them as (the
+/// manifest's roles): token ids, labels and, for packed rows, positions
+/// (-1: none). Ids and labels that no role names are the first inputs
+/// left, in order (a program whose inputs carry no roles reads ids, then
+/// labels).
+struct TokenInputs {
+  int ids = -1, labels = -1, positions = -1;
+
+  explicit TokenInputs(const Manifest &m) {
+    int n = int(m.inputs.size());
+    std::vector<bool> taken(size_t(n), false);
+    for (int i = 0; i < n; ++i) {
+      if (!m.inputs[i].role)
+        continue;
+      int &slot = *m.inputs[i].role == manifest::IndexRole::Tokens ? ids
+                  : *m.inputs[i].role == manifest::IndexRole::Labels
+                      ? labels
+                      : positions;
+      if (slot < 0) {
+        slot = i;
+        taken[size_t(i)] = true;
+      }
+    }
+    for (int *slot : {&ids, &labels})
+      for (int i = 0; *slot < 0 && i < n; ++i)
+        if (!taken[size_t(i)]) {
+          *slot = i;
+          taken[size_t(i)] = true;
+        }
+  }
+
+  /// Token ids and labels (and positions) are every input, each integer;
+  /// ids are [B, T, ...] and labels [B, ...].
+  bool fits(const Manifest &m) const {
+    int count = 2 + (positions >= 0 ? 1 : 0);
+    if (ids < 0 || labels < 0 || int(m.inputs.size()) != count)
+      return false;
+    for (int i : {ids, labels, positions})
+      if (i >= 0 && !isIndexType(m.inputs[i].dtype))
+        return false;
+    const InputInfo &x = m.inputs[ids], &y = m.inputs[labels];
+    return x.shape.size() >= 2 && !y.shape.empty() &&
+           x.shape[0] == y.shape[0] &&
+           (positions < 0 || m.inputs[positions].shape == x.shape);
+  }
+};
+
 /// [begin, end) of `n` items: the share that `shard` checks.
 std::pair<int64_t, int64_t> shareOf(int64_t n, DataShard shard) {
   return {n * shard.rank / shard.world, n * (shard.rank + 1) / shard.world};
@@ -275,21 +322,20 @@ public:
   /// `rowsPerStep`: the rows of one global batch (every rank, micro step).
   TokenData(const Manifest &m, const std::string &path, int64_t rowsPerStep,
             DataShard shard, RawTokenType raw, const char *option)
-      : m(m) {
-    if (m.inputs.size() != 2 || !isIndexType(m.inputs[0].dtype) ||
-        !isIndexType(m.inputs[1].dtype) || m.inputs[0].shape.size() != 2 ||
-        m.inputs[0].shape != m.inputs[1].shape)
+      : m(m), roles(m) {
+    if (!roles.fits(m) || m.inputs[roles.ids].shape.size() != 2 ||
+        m.inputs[roles.ids].shape != m.inputs[roles.labels].shape)
       fail(std::string(option) +
            " needs a model whose inputs are integer tokens and targets of "
            "the same shape [B, T]");
-    rows = m.inputs[0].shape[0];
+    rows = m.inputs[roles.ids].shape[0];
     // A window is a whole row; a rank of a sequence-parallel group takes
     // its shard of `shard` tokens.
     sp = m.sequenceParallel;
-    segment = m.inputs[0].shape[1];
+    segment = m.inputs[roles.ids].shape[1];
     seq = segment * sp;
     shift = m.sameTokenLabels ? 0 : 1;
-    if (m.shiftedLabels && !m.inputs[1].ignoredIndex)
+    if (m.shiftedLabels && !m.inputs[roles.labels].ignoredIndex)
       fail(std::string(option) +
            ": the model's labels are shifted over "
            "whole rows, but no loss names their ignored index");
@@ -329,10 +375,19 @@ public:
   }
 
   void load(zrt_ctx &ctx, int64_t first) override {
-    const InputInfo &xi = m.inputs[0], &yi = m.inputs[1];
+    const InputInfo &xi = m.inputs[roles.ids], &yi = m.inputs[roles.labels];
     x.resize(size_t(xi.numel() * xi.elementBytes()));
     y.resize(size_t(yi.numel() * yi.elementBytes()));
     int64_t from = ctx.rank % sp * segment;
+    // A window is one document: positions 0..T-1 (this rank's shard).
+    if (roles.positions >= 0) {
+      const InputInfo &pi = m.inputs[roles.positions];
+      p.resize(size_t(pi.numel() * pi.elementBytes()));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t t = 0; t < segment; ++t)
+          storeIndex(pi, p.data(), r * segment + t, from + t);
+      device::upload(ctx.step + pi.offset, p.data(), int64_t(p.size()));
+    }
     for (int64_t r = 0; r < rows; ++r) {
       int64_t start = ((first + r) % length) * seq % length;
       for (int64_t t = 0; t < segment; ++t) {
@@ -419,11 +474,11 @@ private:
            "really are uint16 tokens)");
   }
 
-  /// The smallest index bound of the inputs (-1: none).
+  /// The smallest index bound of the token ids and labels (-1: none).
   int64_t vocabulary() const {
     int64_t bound = -1;
-    for (const InputInfo &in : m.inputs)
-      if (in.indexBound > 0)
+    for (int i : {roles.ids, roles.labels})
+      if (const InputInfo &in = m.inputs[i]; in.indexBound > 0)
         bound = bound < 0 ? in.indexBound : std::min(bound, in.indexBound);
     return bound;
   }
@@ -433,7 +488,8 @@ private:
   /// that first reads the bad one. This rank checks its share.
   void checkTokens(DataShard shard) const {
     // A token the labels ignore is still an input id.
-    std::vector<InputInfo> strict = m.inputs;
+    std::vector<InputInfo> strict = {m.inputs[roles.ids],
+                                     m.inputs[roles.labels]};
     for (InputInfo &in : strict)
       in.ignoredIndex.reset();
     auto [begin, end] = shareOf(length, shard);
@@ -456,6 +512,7 @@ private:
   }
 
   const Manifest &m;
+  TokenInputs roles;
   int64_t rows = 0, seq = 0, length = 0, sp = 1, segment = 0;
   /// 1: labels are the next tokens; 0: the same tokens.
   int64_t shift = 1;
@@ -463,7 +520,7 @@ private:
   const TokenType *type = nullptr;
   const char *base = nullptr;
   /// Host staging of the inputs (the arena may be device memory).
-  std::vector<char> x, y;
+  std::vector<char> x, y, p;
 };
 
 /// Token ids [N, ...] and labels [N, ...] from integer .npy arrays, for a
@@ -471,16 +528,18 @@ private:
 class TokenArrayData : public DataSource {
 public:
   TokenArrayData(const Manifest &m, const std::string &xPath,
-                 const std::string &yPath, int64_t rowsPerStep, DataShard shard)
-      : m(m), x(xPath, "data file", shard), y(yPath, "data file", shard),
-        sp(m.sequenceParallel) {
-    rows = m.inputs[0].shape[0];
+                 const std::string &yPath, const std::string &pPath,
+                 int64_t rowsPerStep, DataShard shard, const char *option)
+      : m(m), roles(m), x(xPath, "data file", shard),
+        y(yPath, "data file", shard), sp(m.sequenceParallel) {
+    const InputInfo &xi = m.inputs[roles.ids], &yi = m.inputs[roles.labels];
+    rows = xi.shape[0];
     NpyHeader xh = parseNpyHeader(x.data(), x.size(), xPath);
     NpyHeader yh = parseNpyHeader(y.data(), y.size(), yPath);
     xType = &npyTokenType(x, xh, "token ids");
     yType = &npyTokenType(y, yh, "labels");
-    checkShape(xh, m.inputs[0], x.path, "token ids");
-    checkShape(yh, m.inputs[1], y.path, "labels");
+    checkShape(xh, xi, x.path, "token ids");
+    checkShape(yh, yi, y.path, "labels");
     samples = xh.shape[0];
     if (yh.shape[0] != samples)
       fail("'" + yPath + "': " + std::to_string(yh.shape[0]) +
@@ -489,22 +548,26 @@ public:
     checkSamples(m, xPath, samples, rowsPerStep);
     xs = x.data() + xh.dataOffset;
     ys = y.data() + yh.dataOffset;
-    xRow = m.inputs[0].numel() / rows * sp;
-    yRow = m.inputs[1].numel() / rows * sp;
-    if (m.shiftedLabels && !m.inputs[1].ignoredIndex)
+    xRow = xi.numel() / rows * sp;
+    yRow = yi.numel() / rows * sp;
+    if (m.shiftedLabels && !yi.ignoredIndex)
       fail("'" + yPath +
            "': the model's labels are shifted over whole "
            "rows, but no loss names their ignored index");
     auto [begin, end] = shareOf(samples, shard);
-    check(x, xs, *xType, m.inputs[0], xRow, begin, end, "token", "token ids",
+    check(x, xs, *xType, xi, xRow, begin, end, "token", "token ids",
           "vocabulary");
-    check(y, ys, *yType, m.inputs[1], yRow, begin, end, "label", "labels",
-          "classes");
+    check(y, ys, *yType, yi, yRow, begin, end, "label", "labels", "classes");
+    openPositions(pPath, xPath, xh, option, shard, begin, end);
   }
 
   void load(zrt_ctx &ctx, int64_t first) override {
-    upload(ctx, first, m.inputs[0], xs, *xType, xRow, xStage, false);
-    upload(ctx, first, m.inputs[1], ys, *yType, yRow, yStage, m.shiftedLabels);
+    upload(ctx, first, m.inputs[roles.ids], xs, *xType, xRow, xStage, false);
+    upload(ctx, first, m.inputs[roles.labels], ys, *yType, yRow, yStage,
+           m.shiftedLabels);
+    if (p)
+      upload(ctx, first, m.inputs[roles.positions], ps, *pType, xRow, pStage,
+             false);
   }
   int64_t wholeRows() const override { return samples; }
   int64_t itemsPerRow() const override { return xRow; }
@@ -529,6 +592,38 @@ private:
            shapeText(want).substr(1, shapeText(want).size() - 2) +
            "] (the model's input is " + shapeText(in.shape) + "), found " +
            shapeText(h.shape));
+  }
+
+  /// The positions of packed rows, where the model reads them: a file of
+  /// the ids' shape whose values the model takes (>= 0, below its bound).
+  void openPositions(const std::string &pPath, const std::string &xPath,
+                     const NpyHeader &xh, const char *option, DataShard shard,
+                     int64_t begin, int64_t end) {
+    if (roles.positions < 0) {
+      if (!pPath.empty())
+        fail("'" + pPath +
+             "': the model reads no positions (its attention sees one "
+             "document a row); import it with zero-import --hf DIR --packed "
+             "to train on packed rows");
+      return;
+    }
+    if (pPath.empty())
+      fail(std::string(option) +
+           ": the model reads the positions of packed rows (an input of " +
+           shapeText(m.inputs[roles.positions].shape) + "); pass " +
+           (std::string(option).rfind("--eval", 0) == 0 ? "--eval-positions"
+                                                        : "--positions") +
+           " P.npy (zero-data tokens --pack writes positions.npy)");
+    p = std::make_unique<MappedFile>(pPath, "data file", shard);
+    NpyHeader ph = parseNpyHeader(p->data(), p->size(), pPath);
+    pType = &npyTokenType(*p, ph, "positions");
+    if (ph.shape != xh.shape)
+      fail("'" + pPath + "': positions of shape " + shapeText(ph.shape) +
+           ", the token ids in '" + xPath + "' are " + shapeText(xh.shape) +
+           " (one position per token)");
+    ps = p->data() + ph.dataOffset;
+    check(*p, ps, *pType, m.inputs[roles.positions], xRow, begin, end,
+          "position", "positions", "positions");
   }
 
   /// Values the model takes, in rows [begin, end) of this rank's share.
@@ -567,12 +662,15 @@ private:
   }
 
   const Manifest &m;
+  TokenInputs roles;
   MappedFile x, y;
-  const TokenType *xType = nullptr, *yType = nullptr;
-  const char *xs = nullptr, *ys = nullptr;
+  /// Positions, where the model reads them.
+  std::unique_ptr<MappedFile> p;
+  const TokenType *xType = nullptr, *yType = nullptr, *pType = nullptr;
+  const char *xs = nullptr, *ys = nullptr, *ps = nullptr;
   int64_t rows = 0, samples = 0, xRow = 0, yRow = 0, sp = 1;
   /// Host staging of the inputs (the arena may be device memory).
-  std::vector<char> xStage, yStage;
+  std::vector<char> xStage, yStage, pStage;
 };
 
 /// Features [N, ...] and labels [N] from .npy files; row k is sample k % N.
@@ -701,15 +799,16 @@ zrt::openTokenData(const Manifest &m, const std::string &path,
 
 std::unique_ptr<DataSource>
 zrt::openArrayData(const Manifest &m, const std::string &xPath,
-                   const std::string &yPath, int64_t rowsPerStep,
-                   DataShard shard, const char *option) {
+                   const std::string &yPath, const std::string &pPath,
+                   int64_t rowsPerStep, DataShard shard, const char *option) {
   // Token ids and labels (a language model's), or features and labels.
-  if (m.inputs.size() == 2 && isIndexType(m.inputs[0].dtype) &&
-      isIndexType(m.inputs[1].dtype) && m.inputs[0].shape.size() >= 2 &&
-      m.inputs[1].shape.size() >= 1 &&
-      m.inputs[0].shape[0] == m.inputs[1].shape[0])
-    return std::make_unique<TokenArrayData>(m, xPath, yPath, rowsPerStep,
-                                            shard);
+  if (TokenInputs(m).fits(m))
+    return std::make_unique<TokenArrayData>(m, xPath, yPath, pPath, rowsPerStep,
+                                            shard, option);
+  if (!pPath.empty())
+    fail("'" + pPath +
+         "': positions are for a token model's packed rows, but the "
+         "model's inputs are features");
   return std::make_unique<ArrayData>(m, xPath, yPath, rowsPerStep, shard,
                                      option);
 }

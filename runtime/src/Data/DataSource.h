@@ -64,10 +64,12 @@ std::unique_ptr<DataSource> openTokenData(const Manifest &m,
 /// --inputs/--labels (--eval-inputs/--eval-labels): .npy features and
 /// labels, or for a model whose inputs are both integer, token ids and
 /// labels [N, ...] of one of the token types (labels may hold the ignored
-/// index of the step's loss).
+/// index of the step's loss), and with them, for a model that reads packed
+/// rows' positions, those positions [N, T] (`pPath`, --positions).
 std::unique_ptr<DataSource>
 openArrayData(const Manifest &m, const std::string &xPath,
-              const std::string &yPath, int64_t rowsPerStep, DataShard shard,
+              const std::string &yPath, const std::string &pPath,
+              int64_t rowsPerStep, DataShard shard,
               const char *option = "--inputs/--labels");
 
 } // namespace zrt

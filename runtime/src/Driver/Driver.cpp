@@ -338,13 +338,15 @@ void Driver::openData() {
   if (!opts.data.empty())
     data = openTokenData(m, opts.data, rowsPerStep, shard, raw);
   else if (!opts.inputs.empty())
-    data = openArrayData(m, opts.inputs, opts.labels, rowsPerStep, shard);
+    data = openArrayData(m, opts.inputs, opts.labels, opts.positions,
+                         rowsPerStep, shard);
   if (!opts.evalData.empty())
     evalData =
         openTokenData(m, opts.evalData, rowsPerStep, shard, raw, "--eval-data");
   else if (!opts.evalInputs.empty())
-    evalData = openArrayData(m, opts.evalInputs, opts.evalLabels, rowsPerStep,
-                             shard, "--eval-inputs/--eval-labels");
+    evalData =
+        openArrayData(m, opts.evalInputs, opts.evalLabels, opts.evalPositions,
+                      rowsPerStep, shard, "--eval-inputs/--eval-labels");
   if (evalData) {
     // Batches are laid out as the training stream's, without wrapping.
     int64_t whole = evalData->wholeRows() / rowsPerStep;

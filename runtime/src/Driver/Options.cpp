@@ -31,6 +31,10 @@ const char *const zrt::kUsage =
     "                          float32 features [N, ...] and int32/int64\n"
     "                          labels [N] for a classifier, or integer\n"
     "                          token ids and labels [N, T] for a token model\n"
+    "  --positions P.npy       the rows' positions [N, T] (integer) for a\n"
+    "                          model imported with --packed: restarting at\n"
+    "                          0 at each document of a packed row, as\n"
+    "                          zero-data tokens --pack writes them\n"
     "  --eval-data FILE        held-out tokens (the --data format): runs the\n"
     "                          forward step only on them after the last step\n"
     "                          and logs eval_loss (mean over batches and\n"
@@ -40,6 +44,7 @@ const char *const zrt::kUsage =
     "  --eval-inputs X.npy --eval-labels Y.npy\n"
     "                          held-out features and labels (the --inputs\n"
     "                          format), evaluated the same way\n"
+    "  --eval-positions P.npy  their positions (the --positions format)\n"
     "  --eval-every K          ... also every K optimizer steps\n"
     "  --eval-batches M        ... on the first M global batches of the\n"
     "                          held-out data (default: every whole one)\n"
@@ -317,6 +322,10 @@ Options zrt::parseOptions(int argc, char **argv) {
       text(o.evalInputs);
     else if (name == "--eval-labels")
       text(o.evalLabels);
+    else if (name == "--positions")
+      text(o.positions);
+    else if (name == "--eval-positions")
+      text(o.evalPositions);
     else if (name == "--log-json")
       text(o.logJson);
     else if (name == "--flight-dir")
@@ -360,6 +369,12 @@ Options zrt::parseOptions(int argc, char **argv) {
          "exclude each other");
   if (o.evalInputs.empty() != o.evalLabels.empty())
     fail("--eval-inputs and --eval-labels go together");
+  if (!o.positions.empty() && o.inputs.empty())
+    fail("--positions goes with --inputs/--labels (token ids and labels "
+         "[N, T] of packed rows); a token file's windows (--data) are one "
+         "document each, at positions 0..T-1");
+  if (!o.evalPositions.empty() && o.evalInputs.empty())
+    fail("--eval-positions goes with --eval-inputs/--eval-labels");
   bool evaluating = !o.evalData.empty() || !o.evalInputs.empty();
   if (!evaluating && (o.evalEvery > 0 || o.evalBatches > 0))
     fail(std::string(o.evalEvery > 0 ? "--eval-every" : "--eval-batches") +

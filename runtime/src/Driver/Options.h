@@ -36,6 +36,8 @@ struct Options {
   /// (features), every K steps (0: after the last step only) on M global
   /// batches (0: every whole batch the files hold).
   std::string evalData, evalInputs, evalLabels;
+  /// Packed rows' positions [N, T] (--positions, --eval-positions).
+  std::string positions, evalPositions;
   int64_t evalEvery = 0, evalBatches = 0;
   int64_t collectiveTimeoutS = 60;
   /// Where each rank writes its flight record (flight-rank<R>.json) on a

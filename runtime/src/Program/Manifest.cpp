@@ -219,6 +219,11 @@ InputInfo toInput(const manifest::Input &w) {
     invalid(std::string(manifest::Input::indexBoundKey) + " " +
             std::to_string(info.indexBound) + " on a " + info.dtype + " input");
   info.ignoredIndex = w.ignoredIndex;
+  if (w.role &&
+      (w.dtype != manifest::Dtype::I32 && w.dtype != manifest::Dtype::I64))
+    invalid(std::string(manifest::Input::roleKey) + " '" +
+            manifest::valueOf(*w.role) + "' on a " + info.dtype + " input");
+  info.role = w.role;
   return info;
 }
 

@@ -160,6 +160,9 @@ struct InputInfo {
   /// The one value outside that range its users ignore (a loss's
   /// ignore_index), if any.
   std::optional<int64_t> ignoredIndex;
+  /// What the step reads an integer input as (token ids, labels,
+  /// positions), if any of its users reads it as indices.
+  std::optional<manifest::IndexRole> role;
 
   int64_t numel() const;
   int64_t elementBytes() const;

@@ -752,6 +752,37 @@ module @document_ids {
 
 // -----
 
+// Rotary embeddings at a packed row's positions: zrt_rope's arguments, then
+// the position type (1: i64) and the positions.
+
+// CHECK-LABEL: module @rope_positions
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[POS:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[SCALE:.*]] = llvm.mlir.constant(1.000000e+00 : f64) : f64
+// CHECK-NEXT: %[[TYPE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: llvm.call @zrt_rope_positions(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %[[TYPE]], %[[POS]])
+// CHECK-NOT:  llvm.call @zrt_rope(
+
+module @rope_positions {
+  zero.param @w : tensor<2x2x4x4xf32> init normal std 0.1
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 64 padded 64 params [@w] offsets [0]
+  zero.train_step @train(%pos: tensor<2x4xi64>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 2> {
+    %w = zero.get_param @w : tensor<2x2x4x4xf32>
+    %r = nn.rope %w positions(%pos : tensor<2x4xi64>) theta 1.000000e+04 : tensor<2x2x4x4xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // A sliding window, soft-capping or ALiBi are fields of the same descriptor
 // (0 or null: none); the slopes are a constant global, passed by address.
 

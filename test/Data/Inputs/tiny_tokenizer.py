@@ -5,6 +5,7 @@ reference tokenisation zero-data's output is compared with.
   tiny_tokenizer.py check-sft DIR FILE.jsonl T ids.npy labels.npy
   tiny_tokenizer.py check-tokens DIR FILE... tokens.npy
   tiny_tokenizer.py check-pack DIR FILE.jsonl T ids.npy labels.npy positions.npy
+  tiny_tokenizer.py check-sft-pack DIR FILE.jsonl T ids.npy labels.npy positions.npy
 """
 
 import json
@@ -39,10 +40,10 @@ def save(out, pad=True, big=False):
     f.save_pretrained(out)
 
 
-def sft_reference(tok, path, T):
-    ids, labels = [], []
-    pad = tok.pad_token_id if tok.pad_token_id is not None else \
-        tok.eos_token_id
+def sft_samples(tok, path):
+    """Each sample of a .jsonl file as (ids, labels), the prompt's labels
+    -100, whole."""
+    samples = []
     for line in open(path):
         row = json.loads(line)
         if "messages" in row:
@@ -57,7 +58,16 @@ def sft_reference(tok, path, T):
             p = tok(row["prompt"])["input_ids"]
             r = tok(row["response"], add_special_tokens=False)["input_ids"] \
                 + [tok.eos_token_id]
-        i, l = (p + r)[:T], ([-100] * len(p) + r)[:T]
+        samples.append((p + r, [-100] * len(p) + r))
+    return samples
+
+
+def sft_reference(tok, path, T):
+    ids, labels = [], []
+    pad = tok.pad_token_id if tok.pad_token_id is not None else \
+        tok.eos_token_id
+    for i, l in sft_samples(tok, path):
+        i, l = i[:T], l[:T]
         ids.append(i + [pad] * (T - len(i)))
         labels.append(l + [-100] * (T - len(l)))
     return np.array(ids, np.int64), np.array(labels, np.int64)
@@ -74,6 +84,30 @@ def check_pack(tok, path, T, ids, labels, positions):
     """Packed rows hold each piece of at most T tokens of each document once,
     laid out as DataCollatorWithFlattening lays out the row's documents, and
     transformers finds the same documents in the positions."""
+    pieces = [d[b:b + T] for d in documents(tok, path)
+              for b in range(0, len(d), T)]
+    check_rows([(d, d) for d in pieces], T, tok.pad_token_id, ids, labels,
+               positions)
+    print("pack: %d rows laid out as DataCollatorWithFlattening lays out "
+          "their documents; %d pieces of %d documents, each once" % (
+              len(ids), len(pieces), len(documents(tok, path))))
+
+
+def check_sft_pack(tok, path, T, ids, labels, positions):
+    """Packed samples (each at most T tokens here): every sample once, its
+    prompt's labels -100, laid out as DataCollatorWithFlattening lays out
+    the row's samples."""
+    samples = sft_samples(tok, path)
+    assert all(len(i) <= T for i, _ in samples)
+    check_rows(samples, T, tok.pad_token_id, ids, labels, positions)
+    print("sft pack: %d rows laid out as DataCollatorWithFlattening lays out "
+          "their samples; %d samples, each once, %d prompt tokens -100" % (
+              len(ids), len(samples),
+              sum(l.count(-100) for _, l in samples)))
+
+
+def check_rows(want, T, pad, ids, labels, positions):
+    """The rows hold each of `want`, [(ids, labels)], once."""
     import torch
     from transformers import DataCollatorWithFlattening
     from transformers.masking_utils import find_packed_sequence_indices
@@ -81,9 +115,7 @@ def check_pack(tok, path, T, ids, labels, positions):
     assert ids.dtype == labels.dtype == positions.dtype == np.int64
     collate = DataCollatorWithFlattening(return_position_ids=True,
                                          return_tensors="np")
-    want = sorted(tuple(d[b:b + T]) for d in documents(tok, path)
-                  for b in range(0, len(d), T))
-    pad = tok.pad_token_id
+    labels_of = {tuple(i): l for i, l in want}
     got = []
     for r in range(len(ids)):
         starts = [0] + [i for i in range(1, T)
@@ -96,7 +128,8 @@ def check_pack(tok, path, T, ids, labels, positions):
             docs, bounds = docs[:-1], bounds[:-1]
         end = bounds[-1][1] if bounds else 0
         if docs:
-            ref = collate([{"input_ids": d, "labels": d} for d in docs])
+            ref = collate([{"input_ids": d, "labels": labels_of[tuple(d)]}
+                           for d in docs])
             assert np.array_equal(ref["input_ids"][0], ids[r, :end])
             assert np.array_equal(ref["labels"][0], labels[r, :end]), (
                 ref["labels"][0], labels[r, :end])
@@ -106,10 +139,8 @@ def check_pack(tok, path, T, ids, labels, positions):
         if seq is not None:
             assert int(seq[0, -1]) + 1 == len(bounds) + (end < T)
         got += [tuple(d) for d in docs]
-    assert sorted(got) == want, (sorted(got), want)
-    print("pack: %d rows laid out as DataCollatorWithFlattening lays out "
-          "their documents; %d pieces of %d documents, each once" % (
-              len(ids), len(got), len(documents(tok, path))))
+    assert sorted(got) == sorted(tuple(i) for i, _ in want), (sorted(got),
+                                                              want)
 
 
 def main():
@@ -127,9 +158,9 @@ def main():
         print("sft: %d rows equal transformers' tokenisation, %d prompt "
               "tokens -100" % (len(ids), int(((labels == -100) &
                                              (ids != tok.pad_token_id)).sum())))
-    elif cmd == "check-pack":
-        check_pack(tok, args[1], int(args[2]),
-                   *(np.load(a) for a in args[3:6]))
+    elif cmd in ("check-pack", "check-sft-pack"):
+        check = check_pack if cmd == "check-pack" else check_sft_pack
+        check(tok, args[1], int(args[2]), *(np.load(a) for a in args[3:6]))
     elif cmd == "check-tokens":
         want = []
         for path in args[1:-1]:

@@ -937,6 +937,24 @@ func.func @rope_interleaved_odd_head_dim(%x: tensor<1x2x4x5xf32>) {
 
 // -----
 
+// Checks that rope's positions are one per row of each batch entry.
+func.func @rope_positions_shape(%x: tensor<2x4x8x4xf32>, %pos: tensor<2x6xi64>) {
+  // expected-error @+1 {{'nn.rope' op positions [2, 6] must be [batch, seq] of the input [2, 4, 8, 4]}}
+  %0 = nn.rope %x positions(%pos : tensor<2x6xi64>) theta 1.000000e+04 : tensor<2x4x8x4xf32>
+  return
+}
+
+// -----
+
+// Checks that rope's positions are integers.
+func.func @rope_positions_type(%x: tensor<2x4x8x4xf32>, %pos: tensor<2x8xf32>) {
+  // expected-error @+1 {{operand #1 must be 2D tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = nn.rope %x positions(%pos : tensor<2x8xf32>) theta 1.000000e+04 : tensor<2x4x8x4xf32>
+  return
+}
+
+// -----
+
 // Checks that rope rejects a tensor without the [batch, heads, seq, head_dim] rank.
 func.func @rope_rank(%x: tensor<2x4x8xf32>) {
   // expected-error @+1 {{'nn.rope' op input must have rank 4 [batch, heads, seq, head_dim], got rank 3}}
@@ -1020,7 +1038,7 @@ func.func @rope_dynamic_head_dim(%x: tensor<1x2x4x?xf32>) {
 
 // Checks that rope keeps its operand's type.
 func.func @rope_result_type(%x: tensor<1x2x4x8xf32>) {
-  // expected-error @+1 {{'nn.rope' op requires the same type for all operands and results}}
+  // expected-error @+1 {{'nn.rope' op failed to verify that all of {input, result} have same type}}
   %0 = "nn.rope"(%x) {theta = 1.0e4 : f64} : (tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xbf16>
   return
 }

@@ -56,6 +56,8 @@ func.func @forward(%x: tensor<2x4x8xf32>, %w: tensor<8x24xf32>, %b: tensor<24xf3
   %qt1 = nn.rope %qt inv_freq [1.0 : f32, 0.316227764 : f32] : tensor<2x2x4x4xf32>
   // CHECK: nn.rope %{{.*}} inv_freq [1.000000e+00 : f32, 0.000000e+00 : f32] scale 1.2079441541679836 inverse interleaved : tensor<2x2x4x4xf32>
   %qt2 = nn.rope %qt1 inv_freq [1.0 : f32, 0.0 : f32] scale 1.2079441541679836 inverse interleaved : tensor<2x2x4x4xf32>
+  // CHECK: nn.rope %{{.*}} positions(%{{.*}} : tensor<2x4xi32>) theta 1.000000e+04 inverse : tensor<2x2x4x4xf32>
+  %qp = nn.rope %qt positions(%ids : tensor<2x4xi32>) theta 1.000000e+04 inverse : tensor<2x2x4x4xf32>
   // CHECK: nn.mul %{{.*}}, %{{.*}} : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
   %pm = nn.mul %p, %a2 : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
   %pa0 = nn.add %pm, %a : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>

@@ -101,13 +101,16 @@ def same_token_batches(path, B, T, steps):
         yield x, x.clone()
 
 
-def npy_batches(xpath, ypath, B, xdtype, ydtype, steps):
+def npy_batches(xpath, ypath, B, xdtype, ydtype, steps, ppath=None):
+    """(x, y, positions or None) of each step's rows."""
     xs, ys = np.load(xpath), np.load(ypath)
+    ps = np.load(ppath) if ppath else None
     for step in range(1, steps + 1):
         rows = [((step - 1) * B + i) % len(xs) for i in range(B)]
         x = torch.from_numpy(xs[rows])
         yield (x.to(xdtype) if not xdtype.is_floating_point
-               else x.to(torch.float32), torch.from_numpy(ys[rows]).to(ydtype))
+               else x.to(torch.float32), torch.from_numpy(ys[rows]).to(ydtype),
+               None if ps is None else torch.from_numpy(ps[rows]).long())
 
 
 def hf_model(directory, attn, seed):
@@ -128,27 +131,32 @@ def hf_model(directory, attn, seed):
 
 
 class HFStep(torch.nn.Module):
-    """loss(ids, labels) of a causal LM: transformers' loss with labels=."""
+    """loss(ids, labels) of a causal LM: transformers' loss with labels=;
+    with packed rows' positions, position_ids= too (no attention mask and
+    no cache: transformers masks each document to itself)."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
 
-    def forward(self, ids, labels, num_items_in_batch=None):
-        if num_items_in_batch is None:
-            return self.model(input_ids=ids, labels=labels).loss
-        return self.model(input_ids=ids, labels=labels,
-                          num_items_in_batch=num_items_in_batch).loss
+    def forward(self, ids, labels, num_items_in_batch=None, positions=None):
+        kwargs = {}
+        if num_items_in_batch is not None:
+            kwargs["num_items_in_batch"] = num_items_in_batch
+        if positions is not None:
+            kwargs.update(position_ids=positions, use_cache=False)
+        return self.model(input_ids=ids, labels=labels, **kwargs).loss
 
 
-def accumulate(module, x, y, micro):
+def accumulate(module, x, y, micro, positions=None):
     """The Trainer's gradient accumulation over `micro` micro batches of the
     global batch (x, y): each loss divided by the global batch's valid
     labels (the shifted ones, -100 aside), then backward. Their sum."""
     valid = int((y[:, 1:] != -100).sum())
     total = 0.0
-    for xs, ys in zip(x.chunk(micro), y.chunk(micro)):
-        loss = module(xs, ys, num_items_in_batch=valid)
+    ps = positions.chunk(micro) if positions is not None else [None] * micro
+    for xs, ys, p in zip(x.chunk(micro), y.chunk(micro), ps):
+        loss = module(xs, ys, num_items_in_batch=valid, positions=p)
         loss.backward()
         total += loss.item()
     return total
@@ -266,6 +274,9 @@ def main():
     p.add_argument("--tokens")
     p.add_argument("--inputs")
     p.add_argument("--labels")
+    p.add_argument("--positions",
+                   help="packed rows' positions [N, T] beside --inputs and "
+                        "--labels (a step imported with --packed)")
     p.add_argument("--loss-output", type=int, default=-1)
     p.add_argument("--micro", type=int, default=1,
                    help="--hf: micro batches of the global batch")
@@ -292,7 +303,7 @@ def main():
                                    args.loss_output, args.micro, args.mixed,
                                    args.lora, len(log)),
                         [args.model, make_file, args.hf, args.tokens,
-                         args.inputs, args.labels])
+                         args.inputs, args.labels, args.positions])
     ref = None if args.save_adapters else ref_cache.get(key)
     if ref is None:
         ref = reference(args, text, len(log))
@@ -352,18 +363,22 @@ def reference(args, text, steps):
                                 example[0].dtype, steps)
     else:
         batches = npy_batches(args.inputs, args.labels, B, example[0].dtype,
-                              example[1].dtype, steps)
+                              example[1].dtype, steps, args.positions)
     if args.micro > 1 and mixed:
         fail("--micro and --mixed together are not a reference here")
     losses = []
-    for x, y in batches:
+    if args.positions and not args.hf:
+        fail("--positions: a packed Hugging Face step (--hf)")
+    for x, y, *rest in batches:
+        pos = rest[0] if rest else None
         opt.zero_grad(set_to_none=True)
         if args.micro > 1:
-            ref = accumulate(module, x, y, args.micro)
+            ref = accumulate(module, x, y, args.micro, pos)
         else:
             if mixed:
                 mixed.load()
-            out = (mixed.compute if mixed else module)(x, y)
+            step = mixed.compute if mixed else module
+            out = step(x, y) if pos is None else step(x, y, positions=pos)
             loss = out[args.loss_output] if isinstance(out, tuple) else out
             loss.backward()
             if mixed:

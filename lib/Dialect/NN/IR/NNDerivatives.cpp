@@ -240,9 +240,12 @@ LogicalResult RopeOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   // A rotation's adjoint is its inverse (a scaled one's, scaled alike):
   // rotate the gradient back. Neither the input nor the result stays alive
   // for the backward.
-  out.push_back(RopeOp::create(
-      b, getLoc(), grads[0], getThetaAttr(), getInvFreqAttr(), getScaleAttr(),
-      getInverse() ? UnitAttr() : b.getUnitAttr(), getInterleavedAttr()));
+  out.push_back(RopeOp::create(b, getLoc(), grads[0], getThetaAttr(),
+                               getInvFreqAttr(), getScaleAttr(),
+                               getInverse() ? UnitAttr() : b.getUnitAttr(),
+                               getInterleavedAttr(), getPositions()));
+  if (getPositions())
+    out.push_back(Value()); // positions are not differentiable
   return success();
 }
 

@@ -727,6 +727,16 @@ SoftmaxCrossEntropyGradOp::getIgnoredIndex(OpOperand &operand) {
   return &operand == &getLabelsMutable() ? getIgnoreIndex() : std::nullopt;
 }
 
+zero::IndexRole SoftmaxCrossEntropyOp::getIndexRole(OpOperand &operand) {
+  return &operand == &getLabelsMutable() ? zero::IndexRole::label
+                                         : zero::IndexRole::none;
+}
+
+zero::IndexRole SoftmaxCrossEntropyGradOp::getIndexRole(OpOperand &operand) {
+  return &operand == &getLabelsMutable() ? zero::IndexRole::label
+                                         : zero::IndexRole::none;
+}
+
 LogicalResult SoftmaxCrossEntropyGradOp::verify() {
   auto logits = ranked(getLogits()), labels = ranked(getLabels());
   if (logits.getRank() < 1)
@@ -816,6 +826,16 @@ LinearCrossEntropyGradOp::getIgnoredIndex(OpOperand &operand) {
   return &operand == &getLabelsMutable() ? getIgnoreIndex() : std::nullopt;
 }
 
+zero::IndexRole LinearCrossEntropyOp::getIndexRole(OpOperand &operand) {
+  return &operand == &getLabelsMutable() ? zero::IndexRole::label
+                                         : zero::IndexRole::none;
+}
+
+zero::IndexRole LinearCrossEntropyGradOp::getIndexRole(OpOperand &operand) {
+  return &operand == &getLabelsMutable() ? zero::IndexRole::label
+                                         : zero::IndexRole::none;
+}
+
 /// The operands of a tiled SwiGLU MLP: input [..., H], gate and up weights
 /// [I, H], down weight [H, I], f32, a positive tile count.
 static LogicalResult verifyTiledMlp(Operation *op, Value input, Value gate,
@@ -872,6 +892,10 @@ std::optional<int64_t> DocumentIdsOp::getIndexBound(OpOperand &) {
   return ShapedType::isDynamic(seq) ? std::nullopt : std::optional(seq);
 }
 
+zero::IndexRole DocumentIdsOp::getIndexRole(OpOperand &) {
+  return zero::IndexRole::position;
+}
+
 LogicalResult ShiftLabelsOp::verify() {
   if (ranked(getLabels()).getRank() < 1)
     return emitOpError("labels must have rank >= 1 (the shift is along the "
@@ -888,6 +912,10 @@ std::optional<int64_t> ShiftLabelsOp::getIndexBound(OpOperand &) {
 
 std::optional<int64_t> ShiftLabelsOp::getIgnoredIndex(OpOperand &) {
   return zero::getIgnoredIndex(getResult());
+}
+
+zero::IndexRole ShiftLabelsOp::getIndexRole(OpOperand &) {
+  return zero::getIndexRole(getResult());
 }
 
 LogicalResult CastOp::verify() {
@@ -948,7 +976,30 @@ LogicalResult RopeOp::verify() {
   double scale = getScaleOrOne();
   if (!(scale > 0.0) || !std::isfinite(scale))
     return emitOpError("scale must be positive and finite, got ") << scale;
+  if (Value positions = getPositions()) {
+    // One position per row of each batch entry: [batch, seq].
+    ArrayRef<int64_t> pos = ranked(positions).getShape();
+    for (auto [dim, xdim] : {std::pair(0, 0), std::pair(1, 2)})
+      if (!ShapedType::isDynamic(pos[dim]) &&
+          !ShapedType::isDynamic(in.getDimSize(xdim)) &&
+          pos[dim] != in.getDimSize(xdim))
+        return emitOpError("positions ")
+               << shapeStr(pos) << " must be [batch, seq] of the input "
+               << shapeStr(in.getShape());
+  }
   return success();
+}
+
+/// Positions are read as integers >= 0, with no bound: a rotation has no
+/// table.
+std::optional<int64_t> RopeOp::getIndexBound(OpOperand &) {
+  return std::nullopt;
+}
+
+zero::IndexRole RopeOp::getIndexRole(OpOperand &operand) {
+  return getPositions() && &operand == &getPositionsMutable()[0]
+             ? zero::IndexRole::position
+             : zero::IndexRole::none;
 }
 
 LogicalResult ScaleOp::verify() {

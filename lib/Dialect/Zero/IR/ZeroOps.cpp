@@ -7,6 +7,7 @@
 #include "zero/Dialect/Zero/IR/OptimizerRules.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
+#include "zero/Interfaces/IndexOperandOpInterface.h"
 #include "zero/Support/UTF8.h"
 #include "zero_rt/quantize.h"
 #include "zero_rt/topology.h"
@@ -359,15 +360,23 @@ LogicalResult TrainStepOp::verifyLabels() {
            (t.getElementType().isInteger(32) ||
             t.getElementType().isInteger(64));
   };
-  if (args.size() != 2 || !isTokens(args[0].getType()) ||
-      !isTokens(args[1].getType()) ||
-      cast<RankedTensorType>(args[0].getType()).getShape() !=
-          cast<RankedTensorType>(args[1].getType()).getShape()) {
+  // Packed rows add their positions, of the same shape, read as such.
+  auto isPositions = [](BlockArgument a) {
+    return getIndexRole(a) == IndexRole::position;
+  };
+  unsigned count = 2 + unsigned(llvm::count_if(args, isPositions));
+  bool same = llvm::all_of(args, [&](BlockArgument a) {
+    return isTokens(a.getType()) &&
+           cast<RankedTensorType>(a.getType()).getShape() ==
+               cast<RankedTensorType>(args[0].getType()).getShape();
+  });
+  if (args.size() != count || count > 3 || !same) {
     InFlightDiagnostic diag =
         emitOpError("labels ")
         << stringifyLabelConvention(getLabels())
         << " needs two inputs, token ids and labels of one shape [B, T] of "
-           "i32 or i64, got "
+           "i32 or i64 (and packed rows' positions of that shape where the "
+           "step reads them), got "
         << args.size() << " input(s)";
     if (!args.empty()) {
       diag << ": ";

@@ -233,6 +233,11 @@ LogicalResult parallelizeAttention(nn::AttentionOp att, int64_t p,
            << p << " nor are divisible by it";
   auto qRope = att.getQuery().getDefiningOp<nn::RopeOp>();
   auto kRope = att.getKey().getDefiningOp<nn::RopeOp>();
+  for (nn::RopeOp rope : {qRope, kRope})
+    if (rope && rope.getPositions())
+      return rope.emitOpError("rotates by packed rows' positions, which "
+                              "sequence parallelism (")
+             << option << ") does not gather yet";
   Value qIn = qRope ? qRope.getInput() : att.getQuery();
   Value kIn = kRope ? kRope.getInput() : att.getKey();
 

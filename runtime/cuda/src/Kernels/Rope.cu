@@ -37,20 +37,39 @@ struct FreqTable {
   float invFreq[kTablePairs];
 };
 
-/// Rows [blockIdx.y * rowsPerBlock, ...) at position blockIdx.x, pairs
-/// [pairBegin, pairEnd); y may alias x (each pair is read, then written, by
-/// one thread). With `useTable`, pair i's inverse frequency is
-/// table.invFreq[i - pairBegin], otherwise theta's.
+/// Per-token positions [groups, seq] of int32 or int64 (null: 0..seq-1),
+/// each group holding `rowsPerGroup` rows (a batch entry's heads).
+struct Positions {
+  const void *data;
+  bool wide;
+  int64_t rowsPerGroup;
+};
+
+/// Group blockIdx.y / blocksPerGroup's rows [r0, r0 + rowsPerBlock) at index
+/// blockIdx.x along seq, pairs [pairBegin, pairEnd); y may alias x (each
+/// pair is read, then written, by one thread). The position is the index,
+/// or the group's positions there. With `useTable`, pair i's inverse
+/// frequency is table.invFreq[i - pairBegin], otherwise theta's.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    ropeKernel(const T *x, T *y, int64_t rows, int64_t seq, int64_t headDim,
-               int64_t rowsPerBlock, int64_t pairBegin, int64_t pairEnd,
-               double theta, const FreqTable table, bool useTable, float scale,
-               bool inverse, bool interleaved) {
+    ropeKernel(const T *x, T *y, int64_t seq, int64_t headDim,
+               int64_t rowsPerBlock, int64_t blocksPerGroup, int64_t pairBegin,
+               int64_t pairEnd, double theta, const FreqTable table,
+               bool useTable, float scale, bool inverse, bool interleaved,
+               const Positions positions) {
   __shared__ float cosT[kPairs], sinT[kPairs];
-  int64_t pos = blockIdx.x;
-  int64_t r0 = int64_t(blockIdx.y) * rowsPerBlock;
-  int64_t nr = rows - r0 < rowsPerBlock ? rows - r0 : rowsPerBlock;
+  int64_t index = blockIdx.x;
+  int64_t group = int64_t(blockIdx.y) / blocksPerGroup;
+  int64_t first = int64_t(blockIdx.y) % blocksPerGroup * rowsPerBlock;
+  int64_t r0 = group * positions.rowsPerGroup + first;
+  int64_t nr = positions.rowsPerGroup - first < rowsPerBlock
+                   ? positions.rowsPerGroup - first
+                   : rowsPerBlock;
+  int64_t at = group * seq + index;
+  int64_t pos = !positions.data ? index
+                : positions.wide
+                    ? static_cast<const int64_t *>(positions.data)[at]
+                    : static_cast<const int32_t *>(positions.data)[at];
   int64_t half = headDim / 2;
   for (int64_t c0 = pairBegin; c0 < pairEnd; c0 += kPairs) {
     int len = int(pairEnd - c0 < kPairs ? pairEnd - c0 : kPairs);
@@ -65,7 +84,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     for (int k = threadIdx.x; k < int(nr) * len; k += blockDim.x) {
       int r = k / len, i = k % len;
-      int64_t row = ((r0 + r) * seq + pos) * headDim;
+      int64_t row = ((r0 + r) * seq + index) * headDim;
       // The pair (c0 + i, c0 + i + half), or (2 (c0 + i), 2 (c0 + i) + 1).
       int64_t first = interleaved ? row + 2 * (c0 + i) : row + c0 + i;
       int64_t second = interleaved ? first + 1 : first + half;
@@ -80,27 +99,36 @@ __global__ void __launch_bounds__(kThreads)
 
 } // namespace
 
-void zrt::cuda::rope(int32_t dtype, const void *x, void *y, int64_t batch,
-                     int64_t heads, int64_t seq, int64_t headDim, double theta,
-                     int32_t inverse, int32_t interleaved, const float *invFreq,
-                     double scale) {
-  checkDims("zrt_rope", batch, heads, seq, headDim);
+namespace {
+
+void ropeAt(const char *name, int32_t dtype, const void *x, void *y,
+            int64_t batch, int64_t heads, int64_t seq, int64_t headDim,
+            double theta, int32_t inverse, int32_t interleaved,
+            const float *invFreq, double scale, const void *positions,
+            bool wide) {
+  checkDims(name, batch, heads, seq, headDim);
   if (headDim % 2 != 0)
-    fatal("zrt_rope: head_dim %lld is odd", (long long)headDim);
-  checkRopeFrequencies("zrt_rope", headDim, theta, invFreq, scale);
+    fatal("%s: head_dim %lld is odd", name, (long long)headDim);
+  checkRopeFrequencies(name, headDim, theta, invFreq, scale);
   int64_t rows = batch * heads;
   if (rows == 0 || seq == 0 || headDim == 0)
     return;
   if (seq > int64_t(0x7fffffff))
-    fatal("zrt_rope: seq %lld exceeds the grid", (long long)seq);
-  int64_t rowsPerBlock =
-      std::max(std::min(rows, kRowsPerBlock), ceilDiv(rows, kMaxGridY));
-  dim3 grid(unsigned(seq), unsigned(ceilDiv(rows, rowsPerBlock)));
+    fatal("%s: seq %lld exceeds the grid", name, (long long)seq);
+  // Without positions every row shares them: one group of all the rows.
+  int64_t groups = positions ? batch : 1, perGroup = rows / groups;
+  if (groups > kMaxGridY)
+    fatal("%s: batch %lld exceeds the grid", name, (long long)batch);
+  int64_t rowsPerBlock = std::max(std::min(perGroup, kRowsPerBlock),
+                                  ceilDiv(perGroup, kMaxGridY / groups));
+  int64_t blocksPerGroup = ceilDiv(perGroup, rowsPerBlock);
+  dim3 grid(unsigned(seq), unsigned(groups * blocksPerGroup));
+  Positions where{positions, wide, perGroup};
   int64_t half = headDim / 2;
   // theta's frequencies are computed on the device in one launch; a table's
   // pairs go kTablePairs at a time.
   int64_t step = invFreq ? kTablePairs : half;
-  dispatch(dtype, "zrt_rope", [&](auto tag) {
+  dispatch(dtype, name, [&](auto tag) {
     using T = decltype(tag);
     for (int64_t begin = 0; begin < half; begin += step) {
       int64_t end = std::min(half, begin + step);
@@ -108,10 +136,35 @@ void zrt::cuda::rope(int32_t dtype, const void *x, void *y, int64_t batch,
       if (invFreq)
         std::copy(invFreq + begin, invFreq + end, table.invFreq);
       ropeKernel<T><<<grid, kThreads, 0, computeStream()>>>(
-          static_cast<const T *>(x), static_cast<T *>(y), rows, seq, headDim,
-          rowsPerBlock, begin, end, theta, table, invFreq != nullptr,
-          float(scale), inverse != 0, interleaved != 0);
-      checkLaunch("zrt_rope");
+          static_cast<const T *>(x), static_cast<T *>(y), seq, headDim,
+          rowsPerBlock, blocksPerGroup, begin, end, theta, table,
+          invFreq != nullptr, float(scale), inverse != 0, interleaved != 0,
+          where);
+      checkLaunch(name);
     }
   });
+}
+
+} // namespace
+
+void zrt::cuda::rope(int32_t dtype, const void *x, void *y, int64_t batch,
+                     int64_t heads, int64_t seq, int64_t headDim, double theta,
+                     int32_t inverse, int32_t interleaved, const float *invFreq,
+                     double scale) {
+  ropeAt("zrt_rope", dtype, x, y, batch, heads, seq, headDim, theta, inverse,
+         interleaved, invFreq, scale, nullptr, false);
+}
+
+void zrt::cuda::ropePositions(int32_t dtype, const void *x, void *y,
+                              int64_t batch, int64_t heads, int64_t seq,
+                              int64_t headDim, double theta, int32_t inverse,
+                              int32_t interleaved, const float *invFreq,
+                              double scale, int32_t positionType,
+                              const void *positions) {
+  if (positionType != ZRT_I32 && positionType != ZRT_I64)
+    fatal("zrt_rope_positions: position type %d is neither int32 nor int64",
+          int(positionType));
+  ropeAt("zrt_rope_positions", dtype, x, y, batch, heads, seq, headDim, theta,
+         inverse, interleaved, invFreq, scale, positions,
+         positionType == ZRT_I64);
 }

@@ -413,6 +413,22 @@ zero.train_step @packed_attention(%y: tensor<2x2x4xi32>, %ids: tensor<2x4xi32>)
 
 // -----
 
+// A packed row's positions carry over to the rotary embedding's derivative
+// (the inverse rotation at the same positions; positions: no gradient).
+zero.param @pr : tensor<2x2x4x4xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @packed_rope
+zero.train_step @packed_rope(%y: tensor<2x2x4xi32>, %pos: tensor<2x4xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %q = zero.get_param @pr : tensor<2x2x4x4xf32>
+  %r = nn.rope %q positions(%pos : tensor<2x4xi64>) theta 1.000000e+04 : tensor<2x2x4x4xf32>
+  %loss = nn.softmax_cross_entropy %r, %y : tensor<2x2x4x4xf32>, tensor<2x2x4xi32> -> tensor<f32>
+  // CHECK: nn.rope %{{.*}} positions(%arg1 : tensor<2x4xi64>) theta 1.000000e+04 inverse : tensor<2x2x4x4xf32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // A split part that does not reach the loss contributes a zero gradient to
 // the concatenation.
 zero.param @p : tensor<4x6xf32> init normal std 0.1

@@ -91,3 +91,24 @@ zero.train_step @packed(%ids: tensor<1x8xi64>, %labels: tensor<1x8xi64>, %docs: 
   %loss = nn.softmax_cross_entropy %logits, %labels : tensor<1x8x10xf32>, tensor<1x8xi64> -> tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Nor are the positions of packed rows that rotate the queries and keys.
+zero.param @pr : tensor<10x16xf32> init normal std 0.02
+zero.train_step @packed_rope(%ids: tensor<1x8xi64>, %labels: tensor<1x8xi64>, %pos: tensor<1x8xi64>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %e = zero.get_param @pr : tensor<10x16xf32>
+  %h = nn.embedding %e[%ids] : tensor<10x16xf32>, tensor<1x8xi64> -> tensor<1x8x16xf32>
+  %q1 = nn.reshape %h : tensor<1x8x16xf32> -> tensor<1x8x4x4xf32>
+  %q2 = nn.transpose %q1 [0, 2, 1, 3] : tensor<1x8x4x4xf32> -> tensor<1x4x8x4xf32>
+  // expected-error @below {{rotates by packed rows' positions, which sequence parallelism (sp-size) does not gather yet}}
+  %q3 = nn.rope %q2 positions(%pos : tensor<1x8xi64>) theta 1.000000e+04 : tensor<1x4x8x4xf32>
+  %a = nn.attention %q3, %q3, %q2 causal : tensor<1x4x8x4xf32>
+  %a1 = nn.transpose %a [0, 2, 1, 3] : tensor<1x4x8x4xf32> -> tensor<1x8x4x4xf32>
+  %a2 = nn.reshape %a1 : tensor<1x8x4x4xf32> -> tensor<1x8x16xf32>
+  %logits = nn.matmul %a2, %e transpose_rhs : tensor<1x8x16xf32>, tensor<10x16xf32> -> tensor<1x8x10xf32>
+  %loss = nn.softmax_cross_entropy %logits, %labels : tensor<1x8x10xf32>, tensor<1x8xi64> -> tensor<f32>
+  zero.return %loss : tensor<f32>
+}

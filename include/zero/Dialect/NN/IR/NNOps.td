@@ -325,8 +325,9 @@ def NN_ReduceMaxOp : NN_Op<"reduce_max", [InferTypeOpAdaptor,
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def NN_RopeOp : NN_Op<"rope", [SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+def NN_RopeOp : NN_Op<"rope", [AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIndexRole"]>]> {
   let summary = "Rotary position embedding (Hugging Face Llama or GPT-J "
                 "convention, theta's or transformers' frequencies)";
   let description = [{
@@ -355,26 +356,34 @@ def NN_RopeOp : NN_Op<"rope", [SameOperandsAndResultType,
     `attention_scaling` does: `cos = emb.cos() * scale`, an fp32 product.
     The table is an array of f32 attributes, which print exactly.
 
+    `positions` [batch, seq] (i32 or i64), when given, are the positions of
+    the rows in place of 0, 1, ...: a packed row's, restarting at each
+    document as transformers' `position_ids` do. They are read as integers
+    >= 0 and need no bound (a rotation has no table).
+
     `inverse` rotates by the negative angle. The rotation is orthogonal, so
     that is also its adjoint, times `scale`: the derivative of `nn.rope` is
-    `nn.rope ... inverse` of the result's gradient with the same frequencies
-    and scale (and the other way around), which needs neither the input nor
-    the result.
+    `nn.rope ... inverse` of the result's gradient with the same positions,
+    frequencies and scale (and the other way around), which needs neither
+    the input nor the result.
 
     ```mlir
     %q2 = nn.rope %q theta 1.000000e+04 : tensor<8x32x2048x128xbf16>
     %dq = nn.rope %dq2 theta 1.000000e+04 inverse : tensor<8x32x2048x128xbf16>
     %k2 = nn.rope %k theta 1.000000e+04 interleaved : tensor<8x16x2048x64xf32>
     %y = nn.rope %x inv_freq [1.0 : f32, 0.0125 : f32] scale 1.2 : tensor<1x4x16x4xf32>
+    %p = nn.rope %q positions(%pos : tensor<8x2048xi64>) theta 1.000000e+04 : tensor<8x32x2048x128xbf16>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input, OptionalAttr<F64Attr>:$theta,
                        OptionalAttr<F32ArrayAttr>:$inv_freq,
                        OptionalAttr<F64Attr>:$scale, UnitAttr:$inverse,
-                       UnitAttr:$interleaved);
+                       UnitAttr:$interleaved,
+                       Optional<2DTensorOf<[I32, I64]>>:$positions);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = [{
-    $input (`theta` $theta^)? (`inv_freq` $inv_freq^)? (`scale` $scale^)?
+    $input (`positions` `(` $positions^ `:` type($positions) `)`)?
+    (`theta` $theta^)? (`inv_freq` $inv_freq^)? (`scale` $scale^)?
     (`inverse` $inverse^)? (`interleaved` $interleaved^)?
     attr-dict `:` type($input)
   }];
@@ -621,7 +630,8 @@ def NN_ConcatOp : NN_Op<"concat", [
 def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [NN_LossKernel,
     DeclareOpInterfaceMethods<NN_LossOpInterface, ["getGradSeeds", "getHeadOperands"]>,
     InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex",
+        "getIndexRole"]>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>,
     DeclareOpInterfaceMethods<PaddingOpInterface>]> {
   let summary = "Mean softmax cross-entropy with integer labels";
@@ -666,7 +676,8 @@ def NN_SoftmaxCrossEntropyOp : NN_Op<"softmax_cross_entropy", [NN_LossKernel,
 def NN_LinearCrossEntropyOp : NN_Op<"linear_cross_entropy", [NN_LossKernel,
     DeclareOpInterfaceMethods<NN_LossOpInterface, ["getGradSeeds", "getHeadOperands"]>,
     InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex",
+        "getIndexRole"]>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Output projection and mean softmax cross-entropy, in chunks";
   let description = [{
@@ -734,7 +745,7 @@ def NN_TiledMlpOp : NN_Op<"tiled_mlp", [NN_GroupedMatrixProducts,
 }
 
 def NN_DocumentIdsOp : NN_Op<"document_ids", [InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<IndexOperandOpInterface>]> {
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIndexRole"]>]> {
   let summary = "The document ids of packed rows, from their positions";
   let description = [{
     `result[b, 0] = 0` and `result[b, t] = result[b, t - 1] + 1` where
@@ -757,7 +768,8 @@ def NN_DocumentIdsOp : NN_Op<"document_ids", [InferTypeOpAdaptor,
 }
 
 def NN_ShiftLabelsOp : NN_Op<"shift_labels", [SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex",
+        "getIndexRole"]>]> {
   let summary = "Labels shifted left by one position, the last one a fill";
   let description = [{
     `result[..., t] = labels[..., t + 1]` for every position `t` of the last
@@ -1283,7 +1295,8 @@ def NN_EmbeddingGradOp : NN_Op<"embedding_grad", [
 
 def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad", [NN_LossKernel,
     AllTypesMatch<["logits", "result"]>,
-    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex",
+        "getIndexRole"]>]> {
   let summary = "Backward of `nn.softmax_cross_entropy`";
   let description = [{
     `(softmax(logits) - onehot(labels)) * loss_grad / count`, where `count` is
@@ -1315,7 +1328,8 @@ def NN_SoftmaxCrossEntropyGradOp : NN_Op<"softmax_cross_entropy_grad", [NN_LossK
 def NN_LinearCrossEntropyGradOp : NN_Op<"linear_cross_entropy_grad", [NN_LossKernel,
     AllTypesMatch<["input", "input_grad"]>,
     AllTypesMatch<["weight", "weight_grad"]>,
-    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex"]>]> {
+    DeclareOpInterfaceMethods<IndexOperandOpInterface, ["getIgnoredIndex",
+        "getIndexRole"]>]> {
   let summary = "Backward of `nn.linear_cross_entropy`";
   let description = [{
     The gradients of the input and of the weight, chunk by chunk: each
