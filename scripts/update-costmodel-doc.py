@@ -281,6 +281,18 @@ def render(data, predictions):
       "fms-fsdp, OLMo-core, "
       "the torchtitan rows so marked), as the table says.")
     w("")
+    w("Attention over packed rows (a step imported with `zero-import "
+      "--packed`, whose attention reads document ids) is priced as full "
+      "rows unless the report is given the documents' lengths "
+      "(`doc-lengths=FILE`, which `zero-data --pack --doc-lengths` "
+      "writes; `zero-tune --doc-lengths`): then its FLOPs are a full row's "
+      "times the fraction of query-key pairs the documents' masks keep, "
+      "averaged over the rows (each document's square, halved when causal, "
+      "`w (L - w) + w^2 / 2` with a window `w` shorter than the document), "
+      "at the rate of the full row's length; the padding after a row's last "
+      "document is left out. The memory plan does not change: the shapes "
+      "are static.")
+    w("")
     eager_runs = [r for r in runs if is_eager(r)]
     w("## The eager runtime profile")
     w("")

@@ -74,7 +74,8 @@ const Evaluation &Tuner::evaluate(const TuneConfig &configRef, bool verify) {
     if (succeeded(schedule))
       plan = computeMemoryPlan(*schedule);
     if (succeeded(plan))
-      report = computeReport(*schedule, *plan, *options.hardware);
+      report = computeReport(*schedule, *plan, *options.hardware, {},
+                             options.documents);
     if (failed(report)) {
       e.error = error.empty() ? "the pipeline failed" : error;
       return e;

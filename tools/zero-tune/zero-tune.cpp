@@ -98,6 +98,12 @@ static cl::opt<std::string, true>
                       "--offload=nvme (offload_optimizer.nvme_path and "
                       "offload_param.nvme_path)"),
              cl::location(tuneOptions.nvmePath), cl::cat(tuneCat));
+static cl::opt<std::string> docLengths(
+    "doc-lengths",
+    cl::desc("The packed rows' document lengths (zero-data --pack "
+             "--doc-lengths FILE): each candidate's attention over packed "
+             "rows priced by them"),
+    cl::cat(tuneCat));
 static cl::opt<std::string> hostBudget(
     "host-budget",
     cl::desc("Pinned host bytes one rank may use for offloaded states "
@@ -225,6 +231,16 @@ static bool checkHardware(HardwarePreset &rates) {
     return false;
   }
   tuneOptions.hardware = &rates;
+  if (!docLengths.empty()) {
+    static std::optional<DocumentLengths> documents;
+    llvm::Expected<DocumentLengths> read = readDocumentLengths(docLengths);
+    if (!read) {
+      fail("--doc-lengths: " + toString(read.takeError()));
+      return false;
+    }
+    documents = std::move(*read);
+    tuneOptions.documents = &*documents;
+  }
   tuneOptions.memoryBudget = rates.deviceMemoryBytes;
   if (memoryBudget.getNumOccurrences()) {
     std::optional<int64_t> bytes = parseBudget("memory-budget", memoryBudget);

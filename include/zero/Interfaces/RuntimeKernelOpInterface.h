@@ -39,6 +39,11 @@ struct KernelCost {
   /// the rate a fused attention kernel reaches (0: not known).
   int64_t headDim = 0, seqLen = 0;
   bool causal = false, backward = false;
+  /// Attention over packed rows' documents (segments), whose `flops` are
+  /// a full row's: a cost model that knows the documents' lengths scales
+  /// them; its sliding window (0: none).
+  bool documents = false;
+  int64_t window = 0;
   /// The kernels the op launches, each paying the preset's launch and gap
   /// (an op that works in chunks launches some per chunk).
   int64_t launches = 1;

@@ -67,6 +67,9 @@ struct TuneOptions {
   /// prices the collectives by.
   int64_t ranksPerNode = 0;
   const HardwarePreset *hardware = nullptr;
+  /// The packed rows' document lengths (--doc-lengths), which price the
+  /// attention over them; null: full rows.
+  const DocumentLengths *documents = nullptr;
   int64_t memoryBudget = 0;
   /// How many groups to rank; the bounds prune against the slowest of them.
   int64_t top = 10;

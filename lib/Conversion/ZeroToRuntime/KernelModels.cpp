@@ -410,7 +410,8 @@ double attentionFlops(Value query, bool causal,
 }
 /// The cost of a fused attention kernel whose query is `query`.
 KernelCost attentionCost(Operation *op, Value query, bool causal,
-                         std::optional<uint64_t> window, bool backward) {
+                         std::optional<uint64_t> window, bool backward,
+                         bool documents) {
   // Recomputing QK^T and computing dV, dP, dQ, dK is ~2.5x the forward.
   double flops = attentionFlops(query, causal, window) * (backward ? 2.5 : 1);
   KernelCost c =
@@ -421,6 +422,8 @@ KernelCost attentionCost(Operation *op, Value query, bool causal,
   c.headDim = q.getDimSize(3);
   c.causal = causal || (window && int64_t(*window) < c.seqLen);
   c.backward = backward;
+  c.documents = documents;
+  c.window = int64_t(window.value_or(0));
   return c;
 }
 /// The zrt_attention_desc of an attention with query `query` and key `key`
@@ -459,7 +462,7 @@ LogicalResult buildCall(nn::AttentionOp op, KernelCallBuilder &b) {
 }
 KernelCost cost(nn::AttentionOp op) {
   return attentionCost(op, op.getQuery(), op.getCausal(), op.getWindow(),
-                       /*backward=*/false);
+                       /*backward=*/false, bool(op.getSegments()));
 }
 LogicalResult buildCall(nn::AttentionGradOp op, KernelCallBuilder &b) {
   FailureOr<Value> desc = attentionDesc(
@@ -484,7 +487,7 @@ int64_t scratchBytes(nn::AttentionGradOp op) {
 }
 KernelCost cost(nn::AttentionGradOp op) {
   return attentionCost(op, op.getQuery(), op.getCausal(), op.getWindow(),
-                       /*backward=*/true);
+                       /*backward=*/true, bool(op.getSegments()));
 }
 /// (desc, q, k, o, do, dsinks); the sinks (operand 2) in the descriptor.
 LogicalResult buildCall(nn::AttentionSinksGradOp op, KernelCallBuilder &b) {
@@ -501,7 +504,7 @@ LogicalResult buildCall(nn::AttentionSinksGradOp op, KernelCallBuilder &b) {
 KernelCost cost(nn::AttentionSinksGradOp op) {
   // The scores again (QK^T, half the forward's products) and a dot per row.
   return attentionCost(op, op.getQuery(), op.getCausal(), op.getWindow(),
-                       /*backward=*/false);
+                       /*backward=*/false, bool(op.getSegments()));
 }
 
 // Embedding and loss.

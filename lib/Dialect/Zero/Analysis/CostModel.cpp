@@ -136,9 +136,9 @@ struct Work {
 class Simulator {
 public:
   Simulator(const StepSchedule &schedule, const HardwarePreset &hw,
-            const PeerOptions &peer)
+            const PeerOptions &peer, const DocumentLengths *documents)
       : schedule(schedule), hw(hw), runtime(peer.runtime),
-        reduceElementBytes(peer.reduceElementBytes),
+        reduceElementBytes(peer.reduceElementBytes), documents(documents),
         n(schedule.getWorldSize()) {}
 
   FailureOr<StepTimeline> run();
@@ -173,6 +173,9 @@ private:
   const HardwarePreset &hw;
   KernelRuntime runtime;
   int64_t reduceElementBytes;
+  /// The packed rows' documents (null: attention over packed rows priced
+  /// as full rows).
+  const DocumentLengths *documents;
   int64_t n;
   int64_t microStep = 0;
   /// diskFree: the swap files' disk (parameter shards on NVMe).
@@ -217,6 +220,10 @@ Work Simulator::getKernelWork(RuntimeKernelOpInterface op) const {
                             ? cost.computeType
                             : Type());
   w.attention = cost.kind == KernelCost::Kind::Attention;
+  // Each packed document attends to itself only: the pairs its mask keeps.
+  if (w.attention && cost.documents && documents)
+    w.flops *=
+        documents->getAttentionFraction(cost.seqLen, cost.causal, cost.window);
   w.activationElements = cost.activationElements;
   w.batch = cost.batch;
   w.launches = cost.launches;
@@ -880,11 +887,12 @@ FailureOr<StepTimeline> Simulator::run() {
   return std::move(timeline);
 }
 
-FailureOr<StepTimeline> mlir::zero::simulateStep(const StepSchedule &schedule,
-                                                 const HardwarePreset &hw,
-                                                 const PeerOptions &peer) {
+FailureOr<StepTimeline>
+mlir::zero::simulateStep(const StepSchedule &schedule, const HardwarePreset &hw,
+                         const PeerOptions &peer,
+                         const DocumentLengths *documents) {
   HardwarePreset rates = hw.forWorldSize(schedule.getWorldSize());
-  return Simulator(schedule, rates, peer).run();
+  return Simulator(schedule, rates, peer, documents).run();
 }
 
 std::optional<KernelRuntime> mlir::zero::parseKernelRuntime(StringRef name) {

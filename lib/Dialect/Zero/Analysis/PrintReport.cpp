@@ -50,8 +50,20 @@ llvm::json::Value mlir::zero::reportToJson(const StepReport &r) {
     deepspeed =
         llvm::json::Object{{"model_state_bytes", r.deepspeed->modelStateBytes},
                            {"bytes_per_rank", r.deepspeed->bytesPerRank}};
+  llvm::json::Value packing = nullptr;
+  if (r.packing)
+    packing = llvm::json::Object{
+        {"seq", r.packing->seq},
+        {"rows", r.packing->rows},
+        {"documents", r.packing->documents},
+        {"tokens", r.packing->tokens},
+        {"fill", r.packing->fill},
+        {"padded_fill", r.packing->paddedFill},
+        {"saved_slots", r.packing->savedSlots},
+        {"attention_fraction", r.packing->attentionFraction}};
   llvm::json::Object json{
       {"fit", std::move(fit)},
+      {"packing", std::move(packing)},
       {"optimizer", r.optimizer},
       {"optimizer_states", r.optimizerStatePrecision},
       {"deepspeed", std::move(deepspeed)},
@@ -550,6 +562,14 @@ static void printPredictedStep(const StepReport &r, llvm::raw_ostream &os) {
       os << " (one disk shared by " << r.ranksPerDisk << " ranks)";
   }
   os << "\n";
+  if (const std::optional<StepReport::PackingFigures> &p = r.packing)
+    os << llvm::format(
+        "Packed rows: %lld documents (%lld tokens) in %lld rows of %lld, "
+        "fill %.1f%% (one document a padded row: %.1f%%); padding saved: "
+        "%lld token slots; attention work %.1f%% of full rows\n",
+        (long long)p->documents, (long long)p->tokens, (long long)p->rows,
+        (long long)p->seq, 100 * p->fill, 100 * p->paddedFill,
+        (long long)p->savedSlots, 100 * p->attentionFraction);
   if (r.band)
     os << llvm::format("Validation band: published runs on %s took %.2f to "
                        "%.2f times their predicted step (%lld runs, "

@@ -13,6 +13,7 @@
 #include "zero/Dialect/Zero/Analysis/Passes.h"
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Interfaces/ExpertOpInterface.h"
+#include "zero/Interfaces/RuntimeKernelOpInterface.h"
 #include "zero_rt/optimizers.h"
 #include "zero_rt/quantize.h"
 
@@ -401,10 +402,44 @@ static void addMuonGaps(const StepSchedule &s, StepReport &r, CheckedInt &c) {
   }
 }
 
-FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
-                                                const MemoryPlan &plan,
-                                                const HardwarePreset &hw,
-                                                const PeerOptions &peer) {
+/// The packed rows' figures of `documents`, checked against the step's
+/// first packed attention (its row length).
+static FailureOr<StepReport::PackingFigures>
+computePacking(TrainStepOp step, const DocumentLengths &documents) {
+  std::optional<KernelCost> packed;
+  step.walk([&](RuntimeKernelOpInterface op) {
+    KernelCost cost = op.getKernelCost();
+    if (cost.kind != KernelCost::Kind::Attention || !cost.documents)
+      return WalkResult::advance();
+    packed = cost;
+    return WalkResult::interrupt();
+  });
+  if (!packed)
+    return step.emitOpError("report: doc-lengths describe packed rows, but "
+                            "the step's attention reads no document ids "
+                            "(zero-import --hf DIR --packed makes one that "
+                            "does)");
+  if (packed->seqLen != documents.seq)
+    return step.emitOpError("report: doc-lengths describe rows of ")
+           << documents.seq << " tokens, but the step's packed attention "
+           << "reads rows of " << packed->seqLen;
+  StepReport::PackingFigures p;
+  p.seq = documents.seq;
+  p.rows = documents.rows;
+  p.documents = documents.documents;
+  p.tokens = documents.tokens;
+  p.savedSlots = documents.getSavedSlots();
+  p.fill = documents.getFill();
+  p.paddedFill = documents.getPaddedFill();
+  p.attentionFraction = documents.getAttentionFraction(
+      packed->seqLen, packed->causal, packed->window);
+  return p;
+}
+
+FailureOr<StepReport>
+mlir::zero::computeReport(const StepSchedule &s, const MemoryPlan &plan,
+                          const HardwarePreset &hw, const PeerOptions &peer,
+                          const DocumentLengths *documents) {
   StepReport r;
   TrainStepOp step = s.getStep();
   auto module = step->getParentOfType<ModuleOp>();
@@ -577,7 +612,14 @@ FailureOr<StepReport> mlir::zero::computeReport(const StepSchedule &s,
     return step.emitOpError("report: parameter or communication counts "
                             "overflow int64");
 
-  FailureOr<StepTimeline> timeline = simulateStep(s, hw, peer);
+  if (documents) {
+    FailureOr<StepReport::PackingFigures> packing =
+        computePacking(step, *documents);
+    if (failed(packing))
+      return failure();
+    r.packing = *packing;
+  }
+  FailureOr<StepTimeline> timeline = simulateStep(s, hw, peer, documents);
   if (failed(timeline))
     return failure();
   r.hardware = hw.name.str();
@@ -670,6 +712,16 @@ struct ZeroReportPass
           << runtime << "' (expected fused, eager or compiled)";
       return signalPassFailure();
     }
+    std::optional<DocumentLengths> documents;
+    if (!docLengths.empty()) {
+      llvm::Expected<DocumentLengths> read = readDocumentLengths(docLengths);
+      if (!read) {
+        module.emitError("zero-report: doc-lengths: ")
+            << llvm::toString(read.takeError());
+        return signalPassFailure();
+      }
+      documents = std::move(*read);
+    }
     PeerOptions peer(*kernels);
     if (reduceDtype == "f32")
       peer.reduceElementBytes = 4;
@@ -702,7 +754,8 @@ struct ZeroReportPass
       FailureOr<MemoryPlan> plan = computeMemoryPlan(*schedule);
       if (failed(plan))
         return signalPassFailure();
-      FailureOr<StepReport> report = computeReport(*schedule, *plan, *hw, peer);
+      FailureOr<StepReport> report = computeReport(
+          *schedule, *plan, *hw, peer, documents ? &*documents : nullptr);
       if (failed(report))
         return signalPassFailure();
       if (deviceMemoryBytes > 0)

@@ -12,6 +12,7 @@
 #ifndef ZERO_DIALECT_ZERO_ANALYSIS_COSTMODEL_H
 #define ZERO_DIALECT_ZERO_ANALYSIS_COSTMODEL_H
 
+#include "zero/Dialect/Zero/Analysis/DocumentLengths.h"
 #include "zero/Dialect/Zero/Analysis/MemoryPlan.h"
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 
@@ -322,10 +323,13 @@ struct PeerOptions {
   int64_t reduceElementBytes = 0;
 };
 
-/// Predicts the step time of `schedule` on `hw`, run as `peer` runs it.
-FailureOr<StepTimeline> simulateStep(const StepSchedule &schedule,
-                                     const HardwarePreset &hw,
-                                     const PeerOptions &peer = {});
+/// Predicts the step time of `schedule` on `hw`, run as `peer` runs it;
+/// with `documents`, its attention over packed rows by their documents'
+/// lengths.
+FailureOr<StepTimeline>
+simulateStep(const StepSchedule &schedule, const HardwarePreset &hw,
+             const PeerOptions &peer = {},
+             const DocumentLengths *documents = nullptr);
 
 /// Chrome-trace JSON (opens in Perfetto): one process per rank, a compute and
 /// a communication thread each.

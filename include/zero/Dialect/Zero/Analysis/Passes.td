@@ -167,6 +167,14 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
     the eager peer's copy into them) at 4 bytes an element, as a peer that
     reduces in fp32 moves them (FSDP2's `reduce_dtype`); the plan is
     unchanged.
+
+    `doc-lengths=FILE` reads the lengths of the documents packed into the
+    step's rows (`zero-data --pack --doc-lengths`): attention over packed
+    rows (`segments`) is priced by the pairs each document's mask keeps
+    rather than a full row's, and the report gives the fill, the padding
+    the packing saves against one document a padded row, and that
+    attention work (JSON `packing`, null without). The memory plan does
+    not change: the shapes are static.
   }];
   let options = [
     Option<"out", "out", "std::string", /*default=*/"\"-\"",
@@ -188,6 +196,10 @@ def ZeroReportPass : Pass<"zero-report", "::mlir::ModuleOp"> {
            "Price the gradient reduce-scatters as a peer that reduces in "
            "this type does (f32: FSDP2's reduce_dtype=float32); the plan's "
            "bytes do not change">,
+    Option<"docLengths", "doc-lengths", "std::string", /*default=*/"\"\"",
+           "The packed rows' document lengths (zero-data --pack "
+           "--doc-lengths FILE): price attention over packed rows by them "
+           "and report the padding the packing saves">,
     Option<"trace", "trace", "std::string", /*default=*/"\"\"",
            "Also write the predicted timeline as Chrome-trace JSON (Perfetto)">,
     Option<"memorySvg", "memory-svg", "std::string", /*default=*/"\"\"",

@@ -215,12 +215,25 @@ struct StepReport {
   KernelRuntime runtime = KernelRuntime::Fused;
   /// The peer's gradient reduction width in bytes (0: the schedule's).
   int64_t reduceElementBytes = 0;
+  /// Packed rows whose document lengths the report was given: the
+  /// documents, the fill against one a padded row, the padding that saves
+  /// and the attention work against full rows (the step's first packed
+  /// attention's mask).
+  struct PackingFigures {
+    int64_t seq = 0, rows = 0, documents = 0, tokens = 0, savedSlots = 0;
+    double fill = 0, paddedFill = 0, attentionFraction = 0;
+  };
+  std::optional<PackingFigures> packing;
 };
 
+/// The report of `schedule`; with `documents`, of its packed rows of those
+/// documents (an error where the step attends over no packed rows of their
+/// length).
 FailureOr<StepReport> computeReport(const StepSchedule &schedule,
                                     const MemoryPlan &plan,
                                     const HardwarePreset &hw,
-                                    const PeerOptions &peer = {});
+                                    const PeerOptions &peer = {},
+                                    const DocumentLengths *documents = nullptr);
 /// The fit verdict of `plan` in `deviceMemoryBytes`: its largest item is
 /// the biggest of the persistent model states, the step-arena categories
 /// live at the moment the arena holds the most, and the kernel scratch.
