@@ -30,6 +30,8 @@ Without weights in DIR it is initialised as from_config does after
 torch.manual_seed(--seed); --no-weights imports it for planning only.
 With LoRA adapters (PEFT), the model's own weights frozen:
   zero-import --hf DIR --lora r=8,alpha=16,target=q_proj,v_proj ...
+On rows of packed documents (position_ids an input of the step):
+  zero-import --hf DIR --batch 8 --seq 512 --packed -o model.mlir
 """
 
 
@@ -240,6 +242,13 @@ def parser():
     hf.add_argument("--attn", choices=("sdpa", "eager"),
                     help="the attention implementation (default: "
                          "transformers' own, sdpa)")
+    hf.add_argument("--packed", action="store_true",
+                    help="padding-free packed rows: the step takes "
+                         "position_ids [B, T] beside the ids and labels, "
+                         "restarting at 0 at each document; each token "
+                         "attends within its document and rotates by its "
+                         "position, as transformers computes with "
+                         "position_ids and no attention mask")
     return p
 
 
@@ -474,7 +483,8 @@ def check_source(p, args):
     """Exactly one of FILE.py:FUNCTION and --hf, and each's own flags."""
     if (args.model is None) == (args.hf is None):
         p.error("give FILE.py:FUNCTION or --hf DIR (one of them)")
-    hf_only = [f for f in ("batch", "seq", "no_weights", "attn", "lora")
+    hf_only = [f for f in ("batch", "seq", "no_weights", "attn", "lora",
+                           "packed")
                if getattr(args, f) not in (None, False)]
     if args.model is not None and hf_only:
         p.error("--%s goes with --hf" % hf_only[0].replace("_", "-"))
@@ -528,7 +538,8 @@ def main(argv=None):
         if args.hf is not None:
             g, loss, weights = import_hf(args.hf, args.batch, args.seq,
                                          args.no_weights, args.seed,
-                                         args.attn, precision, args.lora)
+                                         args.attn, precision, args.lora,
+                                         args.packed)
             source = "--hf " + os.path.basename(os.path.normpath(args.hf))
         else:
             g, loss, weights = import_model(args.model, args.loss_output,

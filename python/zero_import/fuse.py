@@ -29,7 +29,9 @@ die and are pruned. What no pattern takes stays a pseudo op, and
              or (GPT-J) [batch, seq, heads, head_dim];
              DeepSeek's pairs, cat(e * cos - o * sin, o * cos + e * sin)
              of e = x[..., 0::2], o = x[..., 1::2]: nn.rope of x
-             de-interleaved (fuse_rope_pairs)
+             de-interleaved (fuse_rope_pairs);
+             --packed: cos/sin a rotary module's at the step's
+             position_ids (packed.py), nn.rope with `positions`
   attention  softmax(q @ k^T * s [masked causally]) @ v, the mask a
              masked_fill with -inf above the diagonal or an added table
              with -inf (or the dtype's min, or -1e4 and less) there, or
@@ -37,8 +39,10 @@ die and are pruned. What no pattern takes stays a pseudo op, and
              after the scale; an added ALiBi table (MPT's position_bias,
              BLOOM's alibi by torch.baddbmm on [batch * heads, seq, seq]);
              XGLM's max(masked scores, float32's lowest) and its softmax
-             on [batch * heads, seq, seq]; k and v repeated per query
-             head group (repeat_kv, repeat_interleave) are read once;
+             on [batch * heads, seq, seq]; --packed: the mask of packed
+             documents added (nn.attention's `segments`); k and v
+             repeated per query head group (repeat_kv, repeat_interleave)
+             are read once;
              values of another head dim than q and k (multi-head latent
              attention) padded with zeros (attention)
   SwiGLU     silu(gate) * up
@@ -59,7 +63,8 @@ import torch
 from .fuse_attention import fuse_attention
 from .fuse_match import producer, single_use
 # rotary_tables too: the importer reads it from here.
-from .fuse_rope import fuse_rope, fuse_rope_pairs, rotary_tables  # noqa: F401
+from .fuse_rope import (fuse_rope, fuse_rope_pairs,  # noqa: F401
+                        fuse_rope_positions, rotary_tables)
 from .nn_ops import OPS as NN_OPS
 
 
@@ -387,12 +392,13 @@ def sinusoid_table(t):
     return None
 
 
-def lower_sinusoidal_tables(g):
+def lower_sinusoidal_tables(g, packed=False):
     """x + a constant sinusoidal position table [.., T, d], the same for
     every leading index (XGLM's and CTRL's buffers at positions o..o+T-1):
     nn.rope ... inverse of a row of d / 2 zeros and d / 2 ones at positions
     0..o+T-1 is [sin, cos] of each position's angles, the rows from o on
-    nn.add broadcasts over the leading dimensions."""
+    nn.add broadcasts over the leading dimensions. Refused with `packed`:
+    the rows' positions restart at each document."""
     for op in [o for o in g.ops if o.kind == "add_const"]:
         x = op.operands[0]
         shape = op.results[0].shape
@@ -408,6 +414,11 @@ def lower_sinusoidal_tables(g):
         found = sinusoid_table(t[0])
         if found is None:
             continue
+        if packed:
+            op.where.fail("--packed: a sinusoidal position table of the "
+                          "constant positions %d..%d of every row, not of the "
+                          "step's position_ids" % (found[1], found[1] +
+                                                   shape[-2] - 1))
         f, o = found
         seq, d = shape[-2:]
         rows = (1, 1, o + seq, d // 2)
@@ -504,6 +515,11 @@ _WHAT = {
                   "F.pad(labels, (0, 1), value=-100)[..., 1:])",
     "int_reshape": "a reshape of integer ids (only as cross-entropy "
                    "labels)",
+    "rotary_table": "--packed: a rotary embedding's cos or sin at the "
+                    "step's position_ids (recognised in x * cos + "
+                    "rotate_half(x) * sin or rotate_every_two)",
+    "add_segments": "--packed: the attention mask of packed documents "
+                    "added (recognised before an attention's softmax)",
 }
 
 
@@ -514,14 +530,17 @@ def check_lowered(g):
                 op.kind, op.kind))
 
 
-def fuse_all(g, roots, rotary=()):
+def fuse_all(g, roots, rotary=(), packed=False):
     """The patterns on g; `rotary` the rotary embeddings' own tables
-    (rotary_tables) that a rope's cos and sin may be computed from."""
+    (rotary_tables) that a rope's cos and sin may be computed from. With
+    `packed` (--packed), position tables of constant positions are
+    refused."""
     g.prune(roots)
     fuse_layer_norm(g)
     fuse_rms_norm(g)
-    fuse_rope(g, rotary)
-    fuse_rope_pairs(g, rotary)
+    fuse_rope_positions(g, rotary)
+    fuse_rope(g, rotary, packed)
+    fuse_rope_pairs(g, rotary, packed)
     g.prune(roots)
     lower_slices(g)
     g.prune(roots)
@@ -531,7 +550,7 @@ def fuse_all(g, roots, rotary=()):
     fuse_swiglu(g)
     fuse_gelu_tanh(g)
     lower_uniform_tables(g)
-    lower_sinusoidal_tables(g)
+    lower_sinusoidal_tables(g, packed)
     lower_square(g)
     lower_add_scalar(g)
     lower_column_products(g)

@@ -16,7 +16,7 @@ from .fuse_match import producer, single_use
 # -1e4 + 104 (scaled dot products thousands strong), exp of a masked score
 # minus the max is below e^-104, which is exactly 0 in fp32, and the softmax
 # is the causal one bit for bit.
-_MASKED = -1e4
+MASKED = -1e4
 
 
 def _unrepeat_one(t):
@@ -79,11 +79,13 @@ def _pad_last(g, x, width, where):
                   where).results[0]
 
 
-def attention(g, q, k, v, attrs, where, before=None, sinks=None):
+def attention(g, q, k, v, attrs, where, before=None, sinks=None,
+              segments=None):
     """nn.attention of q [batch, heads, seq, d], k [batch, kv_heads, seq, d]
     and v [batch, kv_heads, seq, dv] (k and v read once per query head
-    group, unrepeat), with per-head `sinks` [heads] where given, placed
-    before op `before` (else last). The op takes
+    group, unrepeat), with per-head `sinks` [heads] and the packed
+    documents' `segments` [batch, seq] (nn.document_ids) where given,
+    placed before op `before` (else last). The op takes
     one head dim: where dv differs (multi-head latent attention, whose
     values are narrower than its queries and keys), the narrower side is
     padded with zeros, which adds nothing to the scores q . k and leaves
@@ -98,7 +100,12 @@ def attention(g, q, k, v, attrs, where, before=None, sinks=None):
             attrs["scale"] = 1.0 / math.sqrt(d)
         q = _pad_last(g, q, dv - d, where)
         k = _pad_last(g, k, dv - d, where)
-    operands = [q, k, v] + ([sinks] if sinks is not None else [])
+    operands = [q, k, v]
+    # None: sinks absent beside segments (the printer's absent group).
+    if sinks is not None or segments is not None:
+        operands.append(sinks)
+    if segments is not None:
+        operands.append(segments)
     out = g.emit("attention", operands, attrs, [(q.shape, "f32")],
                  where).results[0]
     if dv < d:
@@ -138,9 +145,9 @@ def mask_hidden(table, shape, fill_where, factor=1.0):
     if fill_where:
         return torch.broadcast_to(t.bool(), shape)
     t = t.double() * factor
-    if not bool(((t == 0) | (t <= _MASKED)).all()):
+    if not bool(((t == 0) | (t <= MASKED)).all()):
         return None
-    return torch.broadcast_to(t <= _MASKED, shape)
+    return torch.broadcast_to(t <= MASKED, shape)
 
 
 def _repeats_dropped(t):
@@ -283,9 +290,11 @@ def fuse_attention(g):
         # attention mask are two), whose union is the causal mask or a
         # sliding window, and an ALiBi table added before or among them.
         causal, window, hidden, failed, alibi = False, 0, None, None, None
+        # The packed documents of an added DocMask (packed.py).
+        segments = None
         shape4 = s.shape
         # CodeGen scales the scores after its mask: the masked ones stay
-        # masked (factor > 0 and they stay at most _MASKED), the others are
+        # masked (factor > 0 and they stay at most MASKED), the others are
         # scaled as the attention's scale does.
         factor = 1.0
         while failed is None:
@@ -299,15 +308,25 @@ def fuse_attention(g):
                 continue
             mf = producer(s, "masked_fill")
             ac = producer(s, "add_const")
+            ad = producer(s, "add_segments")
             sc = producer(s, "scale")
             if sc and factor == 1.0 and sc.attrs["factor"] > 0 and \
                     (producer(sc.operands[0], "masked_fill") or
-                     producer(sc.operands[0], "add_const")):
+                     producer(sc.operands[0], "add_const") or
+                     producer(sc.operands[0], "add_segments")):
                 factor, s = sc.attrs["factor"], sc.operands[0]
                 continue
-            if mf:
+            if ad:
+                m = ad.attrs["mask"]
+                h = mask_hidden(m.hidden, s.shape, True) \
+                    if m.fill * factor <= MASKED and (
+                        segments is None or segments is m.segments) \
+                    else None
+                segments = m.segments
+                mask = ad
+            elif mf:
                 h = mask_hidden(mf.attrs["mask"], s.shape, True) \
-                    if mf.attrs["fill"] * factor <= _MASKED else None
+                    if mf.attrs["fill"] * factor <= MASKED else None
                 mask = mf
             elif ac:
                 h = mask_hidden(ac.attrs["table"], s.shape, False, factor)
@@ -362,6 +381,11 @@ def fuse_attention(g):
             window = None if failed else mask_window(hidden, shape4)
             if window is None:
                 failed = failed or last
+                if failed.kind == "add_segments":
+                    failed.where.fail("an added mask of packed documents "
+                                      "before the softmax that is not the "
+                                      "causal mask within each document, "
+                                      "nor a sliding window of it")
                 if failed.kind == "masked_fill":
                     failed.where.fail("a masked_fill before the softmax that "
                                       "is not the causal mask (-inf above "
@@ -411,8 +435,13 @@ def fuse_attention(g):
         if softcap is not None:
             attrs["softcap"] = softcap
         if alibi and any(alibi):
+            if segments is not None:
+                out.where.fail("--packed: ALiBi beside the mask of packed "
+                               "documents (its bias reads the token "
+                               "indices, not the documents' positions)")
             attrs["alibi"] = alibi
-        result = attention(g, q, k0, v0, attrs, out.where, before=out)
+        result = attention(g, q, k0, v0, attrs, out.where, before=out,
+                           segments=segments)
         if flat:
             r = g.emit("reshape", [result], {}, [(out.results[0].shape,
                                                   "f32")], out.where)

@@ -222,9 +222,125 @@ def table_key(t):
             t.storage_offset())
 
 
-def fuse_rope(g, tables=()):
+def rotary_view(t, shape):
+    """(rotary_table op, seq_first) when t is a view of a rotary module's
+    cos or sin at the step's positions (a rotary_table op, packed.py)
+    [batch, seq, dim] that broadcasts over the heads of x of `shape`: as
+    [batch, 1, seq, dim] for x [batch, heads, seq, dim], as [batch, seq,
+    1, dim] for x [batch, seq, heads, dim] (seq_first); None otherwise.
+    A view of reshapes that insert axes of 1, which keep the order."""
+    view = t.shape
+    while t.op is not None and t.op.kind == "reshape":
+        t = t.op.operands[0]
+    if t.op is None or t.op.kind != "rotary_table" or len(shape) != 4 or \
+            len(view) > 4:
+        return None
+    b, s, d = t.shape
+    full = (1,) * (4 - len(view)) + tuple(view)
+    if full == (b, 1, s, d) and shape[0] == b and shape[2] == s:
+        return t.op, False
+    if full == (b, s, 1, d) and tuple(shape[:2]) == (b, s):
+        return t.op, True
+    return None
+
+
+def _rotary_product(sym):
+    """(x, rotary_table op, seq_first) when sym is x * t, t a rotary_view
+    of x's width; None otherwise."""
+    op = sym.op
+    if op is None or op.kind not in ("mul", "mul_bcast"):
+        return None
+    for x, t in (op.operands, op.operands[::-1]):
+        found = rotary_view(t, x.shape) if x.shape == sym.shape else None
+        if found and found[0].results[0].shape[-1] == x.shape[-1]:
+            return (x,) + found
+    return None
+
+
+def _tables_at(attrs, pos, dim, interleaved):
+    """cos and sin of nn.rope's frequencies `attrs` at positions `pos`
+    [batch, seq], as transformers computes them in float32."""
+    if "theta" in attrs:
+        inv_freq = 1.0 / (attrs["theta"] ** (torch.arange(
+            0, dim, 2, dtype=torch.int64).float() / dim))
+    else:
+        inv_freq = torch.tensor(attrs["inv_freq"], dtype=torch.float32)
+    scale = attrs.get("scale", 1.0)
+    freqs = pos.float()[..., None] * inv_freq
+    if interleaved:
+        emb = torch.repeat_interleave(freqs, 2, dim=-1)
+    else:
+        emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos() * scale, emb.sin() * scale
+
+
+def positions_freqs(call, tables, interleaved=False, halves=False):
+    """nn.rope's frequencies of a rotary module's call (packed.RotaryCall):
+    rope_freqs of its tables at positions 0..P-1, P past the example's
+    largest position, which must give its cos and sin at the example's
+    positions; None otherwise. With `halves`, tables of one frequency per
+    pair (gpt-oss's), which rotate_half's tables repeat."""
+    def full(t):
+        return torch.cat((t, t), -1) if halves else t
+
+    pos = call.pos_value
+    seq = max(int(pos.max()) + 1, pos.shape[-1], 2)
+    cos, sin = (full(t) for t in call.tables_at(
+        torch.arange(seq, dtype=pos.dtype)[None]))
+    if cos.dim() != 3 or cos.shape[:2] != (1, seq) or \
+            cos.shape != sin.shape:
+        return None
+    dim = cos.shape[-1]
+    attrs = rope_freqs(cos[:, None], sin[:, None], (1, 1, seq, dim), tables,
+                       interleaved)
+    if attrs is None or full(call.cos).shape[-1] != dim:
+        return None
+    want_c, want_s = _tables_at(attrs, pos, dim, interleaved)
+    return attrs if _tables_match(full(call.cos), full(call.sin), want_c,
+                                  want_s) else None
+
+
+def fuse_rope_positions(g, tables=()):
+    """x * cos + rotate_half(x) * sin (or rotate_every_two) whose cos and
+    sin are a rotary module's at the step's position_ids (rotary_table ops,
+    --packed) as nn.rope with those positions, its frequencies found as
+    positions_freqs finds them."""
+    freqs = {}
+    for add in [op for op in g.ops if op.kind == "add"]:
+        pa, pb = (_rotary_product(o) for o in add.operands)
+        if not pa or not pb:
+            continue
+        for (x, tc, seq_first), (y, ts, _) in ((pa, pb), (pb, pa)):
+            call = tc.attrs["call"]
+            if tc.attrs["fn"] != "cos" or ts.attrs["fn"] != "sin" or \
+                    ts.attrs["call"] is not call:
+                continue
+            interleaved = _rotate_every_two_of(y) is x
+            rotation = {} if interleaved else _rotation_of(y, x)
+            if rotation is None:
+                continue
+            key = (id(call), interleaved)
+            if key not in freqs:
+                freqs[key] = positions_freqs(call, tables, interleaved)
+            attrs = freqs[key]
+            if attrs is None:
+                add.where.fail(
+                    "--packed: x * cos + %s(x) * sin whose cos and sin, the "
+                    "rotary embedding %s's at the step's position_ids, are "
+                    "not Hugging Face's rotary embedding of a theta or of "
+                    "the module's own inv_freq" % (
+                        "rotate_every_two" if interleaved else "rotate_half",
+                        type(call.module).__name__))
+            _emit_rope(g, add, x, dict(attrs), interleaved, seq_first,
+                       rotation.get("inverse", False), call.positions)
+            break
+
+
+def fuse_rope(g, tables=(), packed=False):
     """x * cos + rotate_half(x) * sin (or rotate_every_two) as nn.rope, its
-    tables Hugging Face's for a theta or one of `tables` (rotary_tables)."""
+    tables Hugging Face's for a theta or one of `tables` (rotary_tables).
+    With `packed`, tables at constant positions are refused: the step's
+    rows restart their positions at each document."""
     freqs = {}
     for add in [op for op in g.ops if op.kind == "add"]:
         a, b = add.operands
@@ -237,6 +353,11 @@ def fuse_rope(g, tables=()):
             rotation = {} if interleaved else _rotation_of(ms.operands[0], x)
             if rotation is None:
                 continue
+            if packed:
+                add.where.fail(
+                    "--packed: a rotary embedding whose cos and sin are "
+                    "constants (the positions 0..T-1 of every row), not "
+                    "computed from the step's position_ids")
             cos, sin = mc.attrs["table"], ms.attrs["table"]
             axis = _rope_seq_axis(cos, sin, x.shape)
             key = (table_key(cos), table_key(sin), x.shape, interleaved)
@@ -256,8 +377,10 @@ def fuse_rope(g, tables=()):
             break
 
 
-def _emit_rope(g, add, x, attrs, interleaved, seq_first, inverse=False):
-    """nn.rope of x in place of `add`, its frequencies `attrs`; x [batch,
+def _emit_rope(g, add, x, attrs, interleaved, seq_first, inverse=False,
+               positions=None):
+    """nn.rope of x in place of `add`, its frequencies `attrs`, at each
+    token's `positions` [batch, seq] where given (else 0..seq-1); x [batch,
     seq, heads, head_dim] (seq_first) is rotated in the [batch, heads, seq,
     head_dim] layout."""
     swap = [0, 2, 1, 3]
@@ -272,7 +395,9 @@ def _emit_rope(g, add, x, attrs, interleaved, seq_first, inverse=False):
         attrs["inverse"] = True
     if interleaved:
         attrs["interleaved"] = True
-    ops.append(g.emit("rope", [src], attrs, [(src.shape, "f32")], add.where))
+    operands = [src] + ([positions] if positions is not None else [])
+    ops.append(g.emit("rope", operands, attrs, [(src.shape, "f32")],
+                      add.where))
     if seq_first:
         ops.append(g.emit("transpose", [ops[-1].results[0]],
                           {"permutation": swap}, [(x.shape, "f32")],
@@ -341,17 +466,23 @@ def _pairs_of(sym):
     return x, cos, sin
 
 
-def fuse_rope_pairs(g, tables=()):
+def fuse_rope_pairs(g, tables=(), packed=False):
     """DeepSeek's rotary embedding of the pairs (x[2i], x[2i + 1]) (_pairs_of)
     as nn.rope: it is the rotate_half embedding of x with its features
     de-interleaved (the even ones, then the odd ones), by the tables
     cat(cos, cos) and cat(sin, sin); the de-interleaving is a reshape to
-    [.., d / 2, 2], a transpose of the last two axes and a reshape back."""
+    [.., d / 2, 2], a transpose of the last two axes and a reshape back.
+    Refused with `packed` (its tables are of constant positions)."""
     freqs = {}
     for cat in [op for op in g.ops if op.kind == "concat"]:
         found = _pairs_of(cat.results[0])
         if found is None:
             continue
+        if packed:
+            cat.where.fail("--packed: a rotary embedding of pairs whose cos "
+                           "and sin are constants (the positions 0..T-1 of "
+                           "every row), not computed from the step's "
+                           "position_ids")
         x, cos, sin = found
         key = (table_key(cos), table_key(sin), x.shape)
         if key not in freqs:

@@ -42,6 +42,8 @@ class Sym:
 
 
 class Op:
+    # An operand None: an optional operand absent before a present one
+    # (attention's sinks beside its segments), as the printer takes it.
     def __init__(self, kind, operands, attrs, where):
         self.kind = kind
         self.operands = list(operands)
@@ -82,7 +84,7 @@ class Graph:
         self.frozen = {new(n) for n in self.frozen}
         for op in self.ops:
             for sym in op.operands:
-                if sym.param is not None:
+                if sym is not None and sym.param is not None:
                     sym.param = new(sym.param)
         if self.hf_model is not None:
             config, tied, buffers, unused = self.hf_model
@@ -119,5 +121,6 @@ class Graph:
             if id(op) in live:
                 continue
             live.add(id(op))
-            stack.extend(o for o in op.operands if o.op is not None)
+            stack.extend(o for o in op.operands
+                         if o is not None and o.op is not None)
         self.ops = [op for op in self.ops if id(op) in live]

@@ -29,6 +29,9 @@ writes.
 
 Encoder-decoder models, and mixture-of-experts models whose sparse block
 moe.py does not know, are refused before tracing.
+
+With --packed the step also takes the position_ids of rows of packed
+documents (packed_step; packed.py).
 """
 
 import contextlib
@@ -41,7 +44,7 @@ import sys
 import torch
 import torch.nn as nn
 
-from . import lora, moe
+from . import lora, moe, packed
 from .checks import too_big
 from .errors import ImportFailure, source_of
 from .hf_config import CONFIG, fail, model_class, read_config
@@ -429,6 +432,16 @@ def step(model, input_ids, labels):
     return model(input_ids=input_ids, labels=labels).loss
 
 
+def packed_step(model, input_ids, position_ids, labels):
+    """The traced step of --packed: rows of several documents, each
+    document's positions from 0 in `position_ids` [B, T], which transformers
+    reads (without an attention mask and a cache) as the documents to mask
+    apart and the positions to rotate by (packed.py). The labels are as
+    step's: the tokens, shifted inside the model."""
+    return model(input_ids=input_ids, position_ids=position_ids,
+                 labels=labels, use_cache=False).loss
+
+
 def check_loss(g, model):
     """The step's loss scores every position's logits against the step's
     `labels` shifted inside the model: one cross entropy whose labels are
@@ -454,19 +467,25 @@ def check_loss(g, model):
             source=where.source if where else source_of(type(model)))
 
 
-def example_args(batch, seq):
+def example_args(batch, seq, packed_rows=False):
+    """The step's example inputs: token ids and labels [batch, seq], with
+    `packed_rows` the position_ids of packed documents between them."""
     if batch <= 0 or seq <= 0:
         fail("--batch and --seq must be positive (got %d and %d)" % (batch,
                                                                     seq))
     # The trace runs on real token tensors (the parameters are on the meta
     # device).
-    what = "--batch %d --seq %d: the step's token ids and labels [%d, %d] " \
-        "(int64)" % (batch, seq, batch, seq)
-    problem = too_big(what, 2 * 8 * batch * seq)
+    n = 3 if packed_rows else 2
+    what = "--batch %d --seq %d: the step's %s [%d, %d] (int64)" % (
+        batch, seq, "token ids, position_ids and labels" if packed_rows
+        else "token ids and labels", batch, seq)
+    problem = too_big(what, n * 8 * batch * seq)
     if problem:
         fail(problem)
     try:
         ids = torch.zeros(batch, seq, dtype=torch.long)
+        if packed_rows:
+            return ids, packed.example_positions(batch, seq), ids.clone()
         return ids, ids.clone()
     except RuntimeError as e:  # the allocator's "can't allocate memory"
         fail("%s cannot be allocated: %s" % (what, str(e).splitlines()[0]))

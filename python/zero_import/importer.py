@@ -6,7 +6,7 @@ import sys
 
 import torch
 
-from . import hf, lora, safetensors
+from . import hf, lora, packed, safetensors
 from .errors import ImportFailure
 from .fuse import fuse_all, rotary_tables
 from .lower import Lowering, is_sym
@@ -93,21 +93,31 @@ def import_model(spec, loss_output=-1, precision="fp32"):
 
 
 def import_hf(directory, batch, seq, no_weights=False, seed=0, attn=None,
-              precision="fp32", lora_spec=None):
+              precision="fp32", lora_spec=None, packed_rows=False):
     """(Graph, loss Sym, [(name, float32 array)] or None) of the causal LM
     in a Hugging Face directory (hf.py), its step on [batch, seq] tokens
     trained at `precision` (its float32 modules kept, precision.py); with
-    `lora_spec` (--lora), of its PeftModel with LoRA adapters (lora.py)."""
+    `lora_spec` (--lora), of its PeftModel with LoRA adapters (lora.py);
+    with `packed_rows` (--packed), on rows of packed documents, their
+    position_ids an input (packed.py)."""
     model, recorder, weights = hf.build(directory, no_weights, seed, attn)
+    if packed_rows:
+        packed.refuse(model)
     if lora_spec is not None:
         model, weights = hf.with_lora(model, recorder, weights, lora_spec,
                                       seed)
-    g_fx = trace(model, hf.example_args(batch, seq), step=hf.step)
+    g_fx = trace(model, hf.example_args(batch, seq, packed_rows),
+                 step=hf.packed_step if packed_rows else hf.step,
+                 packed_rows=packed_rows)
     if weights is None:
-        step = lower_step(model, g_fx, -1, None, recorder.init_text)
+        step = lower_step(model, g_fx, -1, None, recorder.init_text,
+                          packed_rows)
     else:
-        step = lower_step(model, g_fx, -1, lambda name, p: weights[name])
+        step = lower_step(model, g_fx, -1, lambda name, p: weights[name],
+                          packed_rows=packed_rows)
     hf.check_loss(step[0], model)
+    if packed_rows:
+        packed.check_step(step[0])
     keep_in_fp32(step[0], model, precision)
     params = {name for name, _, _ in step[0].params}
     step[0].hf_model = hf.export_info(model, params)
@@ -132,11 +142,12 @@ def rename_params(step, names):
         weights[:] = [(names.get(n, n), t) for n, t in weights]
 
 
-def lower_step(module, g_fx, loss_output, weight_of, init_of=None):
+def lower_step(module, g_fx, loss_output, weight_of, init_of=None,
+               packed_rows=False):
     """(Graph, loss Sym, weights) of a traced step: each parameter reaching
     the loss is a zero.param whose initializer is init_of(name, p), or
     describes its weights, weight_of(name, p) (None: no weights)."""
-    low = Lowering(module, g_fx)
+    low = Lowering(module, g_fx, packed_rows)
     g = low.run()
     out = low.output
     if isinstance(out, dict):
@@ -156,11 +167,11 @@ def lower_step(module, g_fx, loss_output, weight_of, init_of=None):
         raise ImportFailure("the loss (forward()'s output %d) must be a "
                             "scalar float tensor computed from the inputs"
                             % loss_output)
-    fuse_all(g, [loss], rotary_tables(module))
+    fuse_all(g, [loss], rotary_tables(module), packed_rows)
     used = set()
     for op in g.ops:
         for o in op.operands:
-            if o.param is not None:
+            if o is not None and o.param is not None:
                 used.add(o.param)
     weights = [] if weight_of is not None else None
     # The buffers the step reads (Lowering.buffer), frozen parameters.
@@ -195,12 +206,14 @@ def lower_step(module, g_fx, loss_output, weight_of, init_of=None):
 def label_convention(g):
     """The step's `labels`: `same_tokens` when its loss shifts its labels
     inside (nn.shift_labels of an input, a causal LM's `labels=`) and its
-    inputs are token ids and labels of one shape [B, T], so that `--data`
-    feeds each window of T tokens as both and nothing is shifted twice;
-    None (the default, next_token) otherwise."""
-    if len(g.args) != 2 or any(a.is_float or len(a.shape) != 2
-                               for a in g.args) or \
-            g.args[0].shape != g.args[1].shape:
+    inputs are token ids and labels of one shape [B, T] (with --packed,
+    the position_ids between them), so that `--data` feeds each window of
+    T tokens as both and nothing is shifted twice; None (the default,
+    next_token) otherwise."""
+    if len(g.args) not in (2, 3) or any(a.is_float or len(a.shape) != 2
+                                        for a in g.args) or \
+            any(a.shape != g.args[0].shape for a in g.args) or \
+            len(g.args) == 3 and g.args[1].arg != "position_ids":
         return None
     for op in g.ops:
         labels = op.operands[1] if op.kind == "softmax_cross_entropy" \

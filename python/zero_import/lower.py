@@ -18,7 +18,7 @@ import re
 import torch
 import torch.nn as nn
 
-from . import activations, moe
+from . import activations, moe, packed
 from .fuse_attention import attention
 from .fuse_rope import rope_freqs, rotary_tables, table_key
 from .graph import Graph, Sym, Where
@@ -34,6 +34,8 @@ def _lower_gpt_oss_rope(low, c):
     sin with its [.., d / 2] tables repeated (emb = cat(freqs, freqs))."""
     where = c.where
     x = low.float_sym(c.a[0], where)
+    if is_sym(c.a[1]) or is_sym(c.a[2]):
+        return packed.lower_halves_rope(low, x, c.a[1], c.a[2], where)
     cos, sin = unwrap(c.a[1]), unwrap(c.a[2])
     if not torch.is_tensor(cos) or not torch.is_tensor(sin):
         where.fail("a rotary embedding whose cos and sin are not constants")
@@ -71,9 +73,9 @@ def _lower_sink_attention(low, c):
     scaling, dropout = unwrap(c.a[5]), unwrap(c.a[8])
     if dropout:
         where.fail("an attention with sinks with dropout %g" % dropout)
-    window = 0
+    window, segments = 0, None
     if mask is not None:
-        window = low.sdpa_window(mask, q, False, where)
+        window, segments = low.attention_mask(mask, q, False, where)
     attrs = {"causal": True}
     if scaling is not None and float(scaling) != 1.0 / (q.shape[-1] ** 0.5):
         attrs["scale"] = float(scaling)
@@ -85,16 +87,24 @@ def _lower_sink_attention(low, c):
             list(q.shape), list(k.shape), list(v.shape)))
     # fuse_attention.attention pads the narrower of the values' and the
     # keys' head dims (MiMo-V2-Flash's differ).
-    o = attention(low.g, q, k, v, attrs, where, sinks=sinks)
+    o = attention(low.g, q, k, v, attrs, where, sinks=sinks,
+                  segments=segments)
     b, h, t, d = o.shape
     return low.emit("transpose", [o], {"permutation": [0, 2, 1, 3]},
                     [(b, t, h, d)], where)
 
 
 class Lowering(Blocks):
-    def __init__(self, module, graph_fx):
+    def __init__(self, module, graph_fx, packed_rows=False):
         self.module = module
         self.fx = graph_fx
+        # --packed: the rotary modules are calls of their own (packed.py).
+        self.packed = packed_rows
+        # The example's value of each input, by id of its Sym.
+        self.input_values = {}
+        # --packed: the nn.document_ids of the position_ids input, by id of
+        # its Sym (every mask transformers builds finds them again).
+        self.documents = {}
         self.g = Graph()
         self.env = {}
         # Parameters by identity: a tied parameter has one name, its first
@@ -197,6 +207,7 @@ class Lowering(Blocks):
                            "input is the batch" % node.target)
             sym = Sym(value.shape, dtype, arg=_arg_name(node.target))
             self.g.args.append(sym)
+            self.input_values[id(sym)] = value
             return sym
         if node.op == "get_attr":
             if isinstance(value, nn.Parameter):
@@ -204,11 +215,19 @@ class Lowering(Blocks):
             return Const(value)
         args = self.lookup(node.args)
         kwargs = self.lookup(node.kwargs)
+        mod = self.module.get_submodule(node.target) \
+            if node.op == "call_module" else None
+        if self.packed:
+            packed.check_positions_use(self, node.op, node.target, mod, args,
+                                       kwargs, where)
         if node.op == "call_module":
-            mod = self.module.get_submodule(node.target)
             return self.lower_module(mod, args, kwargs, value, where)
         if not any_sym(args) and not any_sym(kwargs):
             return Const(value)
+        if packed.has_doc_mask((args, kwargs)) and \
+                not _takes_doc_mask(node):
+            return packed.lower_mask_use(self, node.op, node.target, args,
+                                         kwargs, value, where)
         if node.op == "call_function":
             if node.target in _IN_PLACE:
                 self.check_in_place(node, where)
@@ -240,6 +259,13 @@ class Lowering(Blocks):
             lower = moe.lower_router if moe.is_router(mod) else \
                 moe.lower_experts
             return lower(self, Call(args, kwargs, value, where, module=mod))
+        if self.packed and packed.is_rotary(mod):
+            where.op = type(mod).__name__
+            return packed.lower_rotary(self, Call(args, kwargs, value, where,
+                                                  module=mod))
+        if packed.has_doc_mask((args, kwargs)):
+            where.fail("--packed: the attention mask of the packed documents "
+                       "is passed to module %s" % type(mod).__name__)
         where.op = "nn." + type(mod).__name__
         for cls in type(mod).__mro__:
             if cls in MODULES:
@@ -256,6 +282,12 @@ class Lowering(Blocks):
         if moe.is_sink_attention(fn):
             return _lower_sink_attention(self, Call(args, kwargs, value,
                                                        where))
+        if packed.is_document_ids(fn):
+            return packed.lower_document_ids(self, Call(args, kwargs, value,
+                                                        where))
+        if packed.is_document_mask(fn):
+            return packed.lower_document_mask(self, Call(args, kwargs, value,
+                                                         where))
         if moe.is_gpt_oss_rope(fn):
             return _lower_gpt_oss_rope(self, Call(args, kwargs, value,
                                                      where))
@@ -272,6 +304,14 @@ class Lowering(Blocks):
 
 
 _IN_PLACE = (operator.iadd, operator.isub, operator.imul, operator.itruediv)
+
+
+def _takes_doc_mask(node):
+    """Whether the call takes packed documents' mask as an attention's
+    (their rules read the DocMask; packed.lower_mask_use the others)."""
+    return node.op == "call_function" and (
+        node.target is nn.functional.scaled_dot_product_attention or
+        moe.is_sink_attention(node.target))
 
 
 def _arg_name(name):

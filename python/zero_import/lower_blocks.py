@@ -7,7 +7,8 @@ import math
 
 import torch
 
-from .fuse_attention import attention, mask_hidden, mask_window, unrepeat
+from .fuse_attention import (MASKED, attention, mask_hidden, mask_window,
+                             unrepeat)
 from .fuse_rope import table_key
 from .graph import Sym
 
@@ -21,12 +22,35 @@ class Const:
         self.value = value
 
 
+class DocMask:
+    """transformers' attention mask of packed documents (packed.py), never
+    a tensor of the step: a key is hidden where `hidden` (bool, broadcast
+    to `shape`: the causal mask or a sliding window, as without documents)
+    hides it or where it lies in another document than the query
+    (`segments`, the nn.document_ids they differ in). A bool mask (True
+    where seen) or, with `fill`, an added one (0 where seen, fill
+    elsewhere)."""
+
+    def __init__(self, segments, hidden, shape, fill=None):
+        self.segments = segments
+        self.hidden = hidden
+        self.shape = tuple(shape)
+        self.fill = fill
+
+    def viewed(self, shape):
+        return DocMask(self.segments, self.hidden, shape, self.fill)
+
+    def filled(self, fill, shape):
+        return DocMask(self.segments, self.hidden, shape, fill)
+
+
 def is_sym(v):
     return isinstance(v, Sym)
 
 
 def any_sym(v):
-    if isinstance(v, Sym):
+    # A DocMask too: a call that reads one is no constant.
+    if isinstance(v, (Sym, DocMask)):
         return True
     if isinstance(v, (tuple, list)):
         return any(any_sym(x) for x in v)
@@ -239,6 +263,10 @@ class Blocks:
                        "positions o..o+T-1 in every row (o + T at most the "
                        "table's %d rows) or one id everywhere has no "
                        "equivalent" % rows)
+        if not one and getattr(self, "packed", False):
+            where.fail("--packed: a position embedding of the constant "
+                       "positions %d..%d of every row, not of the step's "
+                       "position_ids" % (first, first + t - 1))
         table = w
         if first == 0 and t < rows:
             parts = [t] * (rows // t) if rows % t == 0 else [t, rows - t]
@@ -589,9 +617,9 @@ class Blocks:
         p = unwrap(kw.get("dropout_p", a[4] if len(a) > 4 else 0.0))
         causal = unwrap(kw.get("is_causal", a[5] if len(a) > 5 else False))
         scale = unwrap(kw.get("scale", None))
-        window = 0
+        window, segments = 0, None
         if mask is not None:
-            window = self.sdpa_window(mask, q, causal, where)
+            window, segments = self.attention_mask(mask, q, causal, where)
             causal = True
         if p:
             where.fail("scaled_dot_product_attention with dropout_p = %g" % p)
@@ -607,7 +635,23 @@ class Blocks:
         attrs = {"causal": bool(causal), "scale": scale}
         if window:
             attrs["window"] = window
-        return attention(self.g, q, k, v, attrs, where)
+        return attention(self.g, q, k, v, attrs, where, segments=segments)
+
+    def attention_mask(self, mask, q, causal, where):
+        """(window, segments) of an attn_mask: sdpa_window's, or of the
+        mask of packed documents (a DocMask), its window and documents."""
+        if not isinstance(mask, DocMask):
+            return self.sdpa_window(mask, q, causal, where), None
+        shape = tuple(q.shape[:-1]) + (q.shape[-2],)
+        hidden = None
+        if not causal and (mask.fill is None or mask.fill <= MASKED):
+            hidden = mask_hidden(mask.hidden, shape, True)
+        window = None if hidden is None else mask_window(hidden, shape)
+        if window is None:
+            where.fail("an attention whose mask of packed documents is not "
+                       "the causal mask within each document, nor a sliding "
+                       "window of it")
+        return window, mask.segments
 
     def sdpa_window(self, mask, q, causal, where):
         """The window of an attn_mask that is transformers' causal or

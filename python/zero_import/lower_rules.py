@@ -424,6 +424,11 @@ def _masked_fill(low, c):
 
 @_rule(METHODS, "expand", "expand_as")
 def _expand(low, c):
+    # Integer ids expanded to their own shape are themselves (transformers
+    # expands position_ids to the batch they have).
+    if is_sym(c.x) and not c.x.is_float and \
+            tuple(c.value.shape) == c.x.shape:
+        return c.x
     return low.pseudo("expand", [low.float_sym(c.x, c.where)], {}, c.value,
                       c.where)
 

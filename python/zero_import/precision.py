@@ -112,9 +112,12 @@ def keep_in_fp32(g, module, precision):
     casts = {}  # (id(value), dtype) -> its cast
     for op in g.ops:
         in_fp32 = kept.matches(op.where.path or "") or any(
-            o.param in fp32 for o in op.operands if o.param is not None)
+            o.param in fp32 for o in op.operands
+            if o is not None and o.param is not None)
         dtype = "f32" if in_fp32 else compute
         for i, o in enumerate(op.operands):
+            if o is None:
+                continue
             if o.param is not None and o.param not in fp32:
                 o.dtype = compute
             if not o.is_float or not o.shape or o.dtype == dtype:
@@ -137,7 +140,7 @@ def _sink_params(g):
     """The parameters read as an attention's sinks (operand 3)."""
     return {op.operands[3].param for op in g.ops
             if op.kind == "attention" and len(op.operands) > 3 and
-            op.operands[3].param is not None}
+            op.operands[3] is not None and op.operands[3].param is not None}
 
 
 def _cast(value, dtype, where):

@@ -338,11 +338,13 @@ class Printer:
         return ", ".join(names)
 
     def op(self, op):
-        operands = [self.use(o) for o in op.operands]
+        # None: an absent optional operand before a present one (_bind).
+        operands = [None if o is None else self.use(o) for o in op.operands]
         res = self.define(op, _RESULT_NAMES.get(op.kind, op.kind))
         try:
             text = format_op(op.kind, operands,
-                             [o.type() for o in op.operands],
+                             [None if o is None else o.type()
+                              for o in op.operands],
                              [r.type() for r in op.results], op.attrs)
         except OpFormatError as e:
             op.where.fail("internal: %s" % e)

@@ -33,7 +33,7 @@ import traceback
 import torch
 import torch.fx as fx
 
-from . import activations, moe
+from . import activations, moe, packed
 from .errors import ImportFailure
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -242,9 +242,11 @@ def _reads_meta(args, kwargs, module=None):
 
 
 class ConcreteTracer(fx.Tracer):
-    def __init__(self, example_args):
+    def __init__(self, example_args, packed_rows=False):
         super().__init__()
         self.example_args = list(example_args)
+        # --packed: the rotary modules are one call each (packed.py).
+        self.packed = packed_rows
         self.placeholders = 0
         self.path_stack = []
         self.concrete_mode = False
@@ -253,6 +255,12 @@ class ConcreteTracer(fx.Tracer):
 
     def proxy(self, node):
         return ConcreteProxy(node, self)
+
+    @staticmethod
+    def caller_source():
+        """The user's source line of the call being traced (packed.py's
+        messages)."""
+        return caller_source()
 
     # While a node's value is computed, modules run as plain PyTorch.
     def getattr(self, attr, attr_val, parameter_proxy_cache):
@@ -274,6 +282,7 @@ class ConcreteTracer(fx.Tracer):
 
     def is_leaf_module(self, m, module_qualified_name):
         return (moe.is_leaf(m) or activations.is_leaf(m)
+                or (self.packed and packed.is_rotary(m))
                 or super().is_leaf_module(m, module_qualified_name))
 
     def call_module(self, m, forward, args, kwargs):
@@ -383,6 +392,9 @@ class ConcreteTracer(fx.Tracer):
             return resolve_attr(self.root, target)
         module = self.root.get_submodule(target) if kind == "call_module" \
             else None
+        if module is not None and self.packed and packed.is_rotary(module):
+            # cos and sin on the CPU, which the lowering checks.
+            return packed.rotary_value(module, args, kwargs)
         # Shapes only where a meta tensor is read; constants on the CPU.
         move = _on_meta if _reads_meta(args, kwargs, module) else _off_meta
         args, kwargs = move(args), move(kwargs)
@@ -669,12 +681,14 @@ def _filled_buffers(graph):
         graph.erase_node(buf)
 
 
-def trace(module, example_args, step=None):
+def trace(module, example_args, step=None, packed_rows=False):
     """The fx graph of module(*example_args), or of step(module,
     *example_args), each node carrying its value (meta zi_value), module
     path (zi_path) and source line (zi_source). Module paths and parameter
-    names are the module's own either way."""
-    tracer = ConcreteTracer(example_args)
+    names are the module's own either way. With `packed_rows` (--packed),
+    transformers' packed documents and the rotary modules are calls of
+    their own (packed.py)."""
+    tracer = ConcreteTracer(example_args, packed_rows)
     cls = type(module)
     if step is not None:
         # fx traces a method of the root's class: a subclass of the module's
@@ -684,7 +698,8 @@ def trace(module, example_args, step=None):
             "_zero_import_step": step, "__module__": cls.__module__})
     try:
         with _no_kv_cache(module, tracer), _known_functions(), \
-                _moe_aux_calls(tracer):
+                _moe_aux_calls(tracer), packed.traced_calls(tracer) \
+                if packed_rows else contextlib.nullcontext():
             graph = tracer.trace(module)
     except ImportFailure:
         raise

@@ -1,7 +1,7 @@
 """Tiny Hugging Face models in directories, as users have them: built by
 transformers' own classes with default settings and written by
 save_pretrained (safetensors), or their config.json alone: Llama, Mistral,
-Qwen2, GPT-2, Gemma, with partial rotary embeddings GPT-NeoX, StableLM
+Qwen2, Qwen3, GPT-2, Gemma, with partial rotary embeddings GPT-NeoX, StableLM
 and Phi, with interleaved ones GPT-J and GLM, with sliding windows and
 soft-capping Mistral and Gemma 2, with ALiBi MPT and BLOOM, with masks
 that are causal in effect openai-gpt and CodeGen, the mixtures of experts
@@ -43,6 +43,9 @@ def config(kind):
         return tf.MistralConfig(**small)
     if kind == "qwen2":
         return tf.Qwen2Config(**small)
+    if kind == "qwen3":
+        # Its RMS norms of each query and key head (q_norm, k_norm).
+        return tf.Qwen3Config(**small, head_dim=16)
     if kind == "mixtral":
         return tf.MixtralConfig(**small, num_local_experts=4,
                                 num_experts_per_tok=2)
