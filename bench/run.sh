@@ -22,7 +22,7 @@
 #
 # Other settings (environment): ONLY (a subset of "machine compile_time
 # kernels comm calibrate e2e tune offload nvme gather_once quant zeropp
-# long_context", the default, and "peers", which runs only when named: it
+# long_context packing", the default, and "peers", which runs only when named: it
 # installs its own Python environment from PyPI, bench/peers/venv.sh),
 # BENCH_PARAMS (elements per array of the kernel benchmark, 64M),
 # BENCH_ROUNDS (15),
@@ -31,7 +31,7 @@
 # OFFLOAD_ROUNDS (3), NVME_ROUNDS (5), GATHER_ONCE_ROUNDS (5), QUANT_MIB
 # (MiB of values of the quantization benchmark, 64), QUANT_ROUNDS (11),
 # ZEROPP_ROUNDS (5), ZEROPP_STEPS (20), LONG_CONTEXT_ROUNDS (3),
-# LONG_CONTEXT_STEPS (8), NVME_DIR
+# LONG_CONTEXT_STEPS (8), PACKING_ROUNDS (3), PACKING_STEPS (8), NVME_DIR
 # (the directory on the disk to measure; bench/results/nvme), MPIRUN
 # (mpirun --allow-run-as-root --oversubscribe), PEERS_ROUNDS (2),
 # PEERS_STEPS (20), PEERS_SIZES (tiny,small,large).
@@ -43,7 +43,7 @@ root=$(cd "$here/.." && pwd)
 out=$here/results
 mkdir -p "$out"
 mpirun_cmd=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
-only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once quant zeropp long_context}
+only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once quant zeropp long_context packing}
 want() { [[ " $only " == *" $1 "* ]]; }
 
 targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main)
@@ -216,6 +216,13 @@ if want long_context; then
   python3 "$here/long_context.py" --build "$build" \
     --out "$out/long_context.json" --rounds "${LONG_CONTEXT_ROUNDS:-3}" \
     --steps "${LONG_CONTEXT_STEPS:-8}" --mpirun "$mpirun_cmd"
+fi
+
+if want packing; then
+  echo "== packed rows against one document a padded row on 2 ranks"
+  python3 "$here/packing.py" --build "$build" --out "$out/packing.json" \
+    --rounds "${PACKING_ROUNDS:-3}" --steps "${PACKING_STEPS:-8}" \
+    --mpirun "$mpirun_cmd"
 fi
 
 if want peers; then

@@ -20,7 +20,8 @@ from update_docs_cpu import (sec_calibration, sec_comm, sec_compile_time,
 from update_docs_gpu import (sec_gather_once, sec_gpu, sec_gpu_offload,
                              sec_gpu_profile, sec_nvme, sec_offload, sec_quant,
                              sec_transfer)
-from update_docs_peers import sec_long_context, sec_peers, sec_zeropp
+from update_docs_peers import (sec_long_context, sec_packing, sec_peers,
+                               sec_zeropp)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -54,6 +55,7 @@ SECTIONS = {
     "peers": sec_peers,
     "zeropp": sec_zeropp,
     "long_context": sec_long_context,
+    "packing": sec_packing,
 }
 
 

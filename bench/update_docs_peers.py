@@ -291,3 +291,36 @@ def sec_long_context(r):
                 e["step_ms"], e["ratio"],
                 same(e["planned_peak_bytes"], e["peak_bytes"]), e["loss"]))
     return "\n".join(out)
+
+
+def sec_packing(r):
+    """bench/packing.py: packed rows against one document a padded row on 2
+    CPU ranks."""
+    doc = load(r, "packing.json")
+    if not doc:
+        return None
+    m = doc["machine"]
+    out = ["Machine: %d cores, `%s` (lscpu model name), CPU backend. Run of "
+           "%s UTC, load average (1/5/15 min) %s at the start, %s at the "
+           "end. %d source files of this repository as documents, rows of "
+           "%d tokens; %s, 2 ranks (`--threads 1`), `--steps %d`: the time "
+           "a row over steps %d-%d, median over %d rounds; the rate is the "
+           "same documents' tokens over the time all their rows take at "
+           "that pace, the ratio the median of each round's ratio." % (
+               m["nproc"], m["cpu"], doc["date"], "/".join(doc["loadavg"]),
+               "/".join(doc["loadavg_end"]), doc["documents"], doc["seq"],
+               doc["model"], doc["steps"], doc["warmup"] + 1, doc["steps"],
+               doc["rounds"]),
+           "",
+           "| rows | rows of %d | tokens | fill | tokens/s | ratio |" %
+           doc["seq"],
+           "|---|---:|---:|---:|---:|---:|"]
+    names = {"packed": "packed (`zero-data --pack`)",
+             "padded": "one document a row (`--pack-window 1`)"}
+    for name in ("padded", "packed"):
+        l = doc["layouts"][name]
+        out.append("| %s | %d | %d | %.1f%% | %.0f | %s |" % (
+            names[name], l["rows"], l["tokens"], 100 * l["fill"],
+            l["tokens_per_s"], "%.2f" % doc["ratio"] if name == "packed"
+            else "1"))
+    return "\n".join(out)
