@@ -80,11 +80,23 @@ struct TokenInputs {
       if (i >= 0 && !isIndexType(m.inputs[i].dtype))
         return false;
     const InputInfo &x = m.inputs[ids], &y = m.inputs[labels];
-    return x.shape.size() >= 2 && !y.shape.empty() &&
-           x.shape[0] == y.shape[0] &&
-           (positions < 0 || m.inputs[positions].shape == x.shape);
+    if (x.shape.size() < 2 || y.shape.empty() || x.shape[0] != y.shape[0])
+      return false;
+    if (positions < 0)
+      return true;
+    // The ids' shape, or their whole rows under sequence parallelism.
+    const std::vector<int64_t> &p = m.inputs[positions].shape;
+    return p.size() == 2 && x.shape.size() == 2 && p[0] == x.shape[0] &&
+           (p[1] == x.shape[1] || p[1] == x.shape[1] * m.sequenceParallel);
   }
 };
+
+/// Whether input `in` holds whole rows of `rowSize` values where the others
+/// hold a sequence-parallel rank's shard (packed rows' positions, which
+/// every rank of the group takes whole).
+bool holdsWholeRows(const InputInfo &in, int64_t rowSize) {
+  return in.numel() / std::max<int64_t>(in.shape[0], 1) == rowSize;
+}
 
 /// [begin, end) of `n` items: the share that `shard` checks.
 std::pair<int64_t, int64_t> shareOf(int64_t n, DataShard shard) {
@@ -379,13 +391,16 @@ public:
     x.resize(size_t(xi.numel() * xi.elementBytes()));
     y.resize(size_t(yi.numel() * yi.elementBytes()));
     int64_t from = ctx.rank % sp * segment;
-    // A window is one document: positions 0..T-1 (this rank's shard).
+    // A window is one document: positions 0..T-1 (this rank's shard, or
+    // the whole row a sequence-parallel rank takes whole).
     if (roles.positions >= 0) {
       const InputInfo &pi = m.inputs[roles.positions];
+      bool whole = holdsWholeRows(pi, seq);
+      int64_t n = whole ? seq : segment, at = whole ? 0 : from;
       p.resize(size_t(pi.numel() * pi.elementBytes()));
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t t = 0; t < segment; ++t)
-          storeIndex(pi, p.data(), r * segment + t, from + t);
+        for (int64_t t = 0; t < n; ++t)
+          storeIndex(pi, p.data(), r * n + t, at + t);
       device::upload(ctx.step + pi.offset, p.data(), int64_t(p.size()));
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -647,7 +662,10 @@ private:
               const char *data, const TokenType &type, int64_t rowSize,
               std::vector<char> &stage, bool shifted) {
     stage.resize(size_t(in.numel() * in.elementBytes()));
-    int64_t segment = rowSize / sp, from = ctx.rank % sp * segment;
+    // A sequence-parallel rank's shard of each row, or the whole row.
+    bool whole = holdsWholeRows(in, rowSize);
+    int64_t segment = whole ? rowSize : rowSize / sp,
+            from = whole ? 0 : ctx.rank % sp * segment;
     for (int64_t r = 0; r < rows; ++r) {
       int64_t k = (first + r) % samples;
       for (int64_t t = 0; t < segment; ++t) {

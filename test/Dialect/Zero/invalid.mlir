@@ -2313,7 +2313,7 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // Checks that a step fed the same tokens as ids and labels has both, of
 // one shape.
-// expected-error @+1 {{'zero.train_step' op labels same_tokens needs two inputs, token ids and labels of one shape [B, T] of i32 or i64 (and packed rows' positions of that shape where the step reads them), got 2 input(s): 'tensor<8x4xf32>', 'tensor<8xi64>'}}
+// expected-error @+1 {{'zero.train_step' op labels same_tokens needs two inputs, token ids and labels of one shape [B, T] of i32 or i64 (and packed rows' positions of that shape, or of whole rows, where the step reads them), got 2 input(s): 'tensor<8x4xf32>', 'tensor<8xi64>'}}
 zero.train_step @train(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
@@ -2324,7 +2324,7 @@ zero.train_step @train(%x: tensor<8x4xf32>, %y: tensor<8xi64>)
 
 // -----
 
-// expected-error @+1 {{'zero.train_step' op labels same_tokens needs two inputs, token ids and labels of one shape [B, T] of i32 or i64 (and packed rows' positions of that shape where the step reads them), got 2 input(s): 'tensor<8x4xi32>', 'tensor<8x5xi32>'}}
+// expected-error @+1 {{'zero.train_step' op labels same_tokens needs two inputs, token ids and labels of one shape [B, T] of i32 or i64 (and packed rows' positions of that shape, or of whole rows, where the step reads them), got 2 input(s): 'tensor<8x4xi32>', 'tensor<8x5xi32>'}}
 zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x5xi32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>
@@ -2335,7 +2335,7 @@ zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x5xi32>)
 
 // -----
 
-// expected-error @+1 {{'zero.train_step' op labels same_tokens needs two inputs, token ids and labels of one shape [B, T] of i32 or i64 (and packed rows' positions of that shape where the step reads them), got 1 input(s): 'tensor<8x4xi32>'}}
+// expected-error @+1 {{'zero.train_step' op labels same_tokens needs two inputs, token ids and labels of one shape [B, T] of i32 or i64 (and packed rows' positions of that shape, or of whole rows, where the step reads them), got 1 input(s): 'tensor<8x4xi32>'}}
 zero.train_step @train(%x: tensor<8x4xi32>)
     optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
     precision #zero.precision<kind = fp32>

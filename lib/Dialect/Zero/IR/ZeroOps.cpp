@@ -360,23 +360,36 @@ LogicalResult TrainStepOp::verifyLabels() {
            (t.getElementType().isInteger(32) ||
             t.getElementType().isInteger(64));
   };
-  // Packed rows add their positions, of the same shape, read as such.
+  // Packed rows add their positions, of the same shape, read as such (or
+  // whole rows, under sequence parallelism, beside the tokens' shards).
   auto isPositions = [](BlockArgument a) {
     return getIndexRole(a) == IndexRole::position;
   };
   unsigned count = 2 + unsigned(llvm::count_if(args, isPositions));
+  std::optional<ArrayRef<int64_t>> tokens;
   bool same = llvm::all_of(args, [&](BlockArgument a) {
-    return isTokens(a.getType()) &&
-           cast<RankedTensorType>(a.getType()).getShape() ==
-               cast<RankedTensorType>(args[0].getType()).getShape();
+    if (!isTokens(a.getType()))
+      return false;
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(a.getType()).getShape();
+    if (isPositions(a))
+      return true;
+    if (!tokens)
+      tokens = shape;
+    return shape == *tokens;
   });
+  if (same && tokens)
+    for (BlockArgument a : args) {
+      ArrayRef<int64_t> shape = cast<RankedTensorType>(a.getType()).getShape();
+      same &= !isPositions(a) ||
+              (shape[0] == (*tokens)[0] && shape[1] % (*tokens)[1] == 0);
+    }
   if (args.size() != count || count > 3 || !same) {
     InFlightDiagnostic diag =
         emitOpError("labels ")
         << stringifyLabelConvention(getLabels())
         << " needs two inputs, token ids and labels of one shape [B, T] of "
-           "i32 or i64 (and packed rows' positions of that shape where the "
-           "step reads them), got "
+           "i32 or i64 (and packed rows' positions of that shape, or of "
+           "whole rows, where the step reads them), got "
         << args.size() << " input(s)";
     if (!args.empty()) {
       diag << ": ";

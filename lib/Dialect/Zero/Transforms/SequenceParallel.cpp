@@ -9,6 +9,7 @@
 #include "zero/Dialect/NN/IR/NNDialect.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 #include "zero/Interfaces/DerivativeInterface.h"
+#include "zero/Interfaces/IndexOperandOpInterface.h"
 
 #include "DivideShapes.h"
 
@@ -91,6 +92,42 @@ reshapeResult(ViewLikeOpInterface op, RankedTensorType oldIn, int64_t factor) {
          << oldIn << " -> " << out;
 }
 
+/// Packed rows' positions (an input the step reads as positions): every
+/// rank of a sequence-parallel group takes them whole, a row's worth of
+/// integers, so that its documents and rotations see the whole row once
+/// attention does (after the exchange).
+bool isWholeRow(BlockArgument arg) {
+  return getIndexRole(arg) == IndexRole::position;
+}
+
+/// The users of whole-row positions, which must read the whole row: the
+/// documents (nn.document_ids, whose ids only attention reads) and a
+/// rotation of an attention's query or key, which moves past the exchange.
+LogicalResult checkWholeRowUsers(BlockArgument arg, StringRef option) {
+  for (OpOperand &use : arg.getUses()) {
+    Operation *user = use.getOwner();
+    bool ok = false;
+    if (auto ids = dyn_cast<nn::DocumentIdsOp>(user))
+      ok = llvm::all_of(ids->getUsers(), [&](Operation *u) {
+        auto att = dyn_cast<nn::AttentionOp>(u);
+        return att && att.getSegments() == ids.getResult();
+      });
+    else if (auto rope = dyn_cast<nn::RopeOp>(user))
+      ok = rope.getPositions() == arg &&
+           llvm::all_of(rope->getUses(), [](OpOperand &u) {
+             auto att = dyn_cast<nn::AttentionOp>(u.getOwner());
+             return att && u.getOperandNumber() < 2;
+           });
+    if (!ok)
+      return user->emitOpError("reads packed rows' positions on a sequence "
+                               "shard, which ")
+             << option
+             << " does not give it (the rows' documents and the rotations "
+                "of attention's query and key see the whole row)";
+  }
+  return success();
+}
+
 /// Divides the sequence dimension (dim 1) of every input of `step` by `p`
 /// and re-infers the types of the values derived from them, as
 /// zero-partition divides the batch: ops with InferTypeOpInterface are
@@ -101,6 +138,9 @@ LogicalResult divideSequence(TrainStepOp step, int64_t p) {
   Block &body = step.getBodyBlock();
   llvm::DenseMap<Value, RankedTensorType> oldTypes;
   for (BlockArgument arg : body.getArguments()) {
+    // Packed rows' positions stay whole on every rank (isWholeRow).
+    if (isWholeRow(arg))
+      continue;
     auto t = cast<RankedTensorType>(arg.getType());
     SmallVector<int64_t> shape(t.getShape());
     shape[1] /= p;
@@ -216,11 +256,17 @@ LogicalResult parallelizeAttention(nn::AttentionOp att, int64_t p,
   if (att.getSinks())
     return att.emitOpError("has per-head sinks, which sequence parallelism (")
            << option << ") would give to other heads on each rank";
-  // Its heads would see the whole sequence, but the ids of a rank's shard.
-  if (att.getSegments())
-    return att.emitOpError("reads packed documents' segments, which sequence "
-                           "parallelism (")
-           << option << ") does not gather yet";
+  // Its heads see the whole sequence after the exchange: so must the
+  // documents, the ids of the whole rows' positions.
+  if (Value segments = att.getSegments()) {
+    auto ids = segments.getDefiningOp<nn::DocumentIdsOp>();
+    auto pos = ids ? dyn_cast<BlockArgument>(ids.getPositions()) : nullptr;
+    if (!pos || !isWholeRow(pos))
+      return att.emitOpError("reads packed documents' segments that are not "
+                             "the document ids of the step's positions, "
+                             "which sequence parallelism (")
+             << option << ") would cut at each rank's shard";
+  }
   auto q = cast<RankedTensorType>(att.getQuery().getType());
   auto k = cast<RankedTensorType>(att.getKey().getType());
   int64_t heads = q.getDimSize(1), kv = k.getDimSize(1);
@@ -233,18 +279,13 @@ LogicalResult parallelizeAttention(nn::AttentionOp att, int64_t p,
            << p << " nor are divisible by it";
   auto qRope = att.getQuery().getDefiningOp<nn::RopeOp>();
   auto kRope = att.getKey().getDefiningOp<nn::RopeOp>();
-  for (nn::RopeOp rope : {qRope, kRope})
-    if (rope && rope.getPositions())
-      return rope.emitOpError("rotates by packed rows' positions, which "
-                              "sequence parallelism (")
-             << option << ") does not gather yet";
   Value qIn = qRope ? qRope.getInput() : att.getQuery();
   Value kIn = kRope ? kRope.getInput() : att.getKey();
 
   OpBuilder b(att);
   Location loc = att.getLoc();
   // The rotation moves after the exchange: on the whole sequence, positions
-  // 0..T-1 are the same on every rank.
+  // 0..T-1 (or the whole rows' positions) are the same on every rank.
   Value qh = rotate(b, qRope, exchange(b, loc, qIn, p, /*toHeads=*/true));
   Value kh = rotate(b, kRope,
                     exchange(b, loc, replicateHeads(b, loc, kIn, p), p, true));
@@ -253,8 +294,11 @@ LogicalResult parallelizeAttention(nn::AttentionOp att, int64_t p,
                  ? kh
                  : exchange(b, loc, replicateHeads(b, loc, att.getValue(), p),
                             p, /*toHeads=*/true);
+  // The query, key and value exchanged; the documents (whole rows) kept.
   Operation *full = b.clone(*att);
-  full->setOperands({qh, kh, vh});
+  Value exchanged[] = {qh, kh, vh};
+  for (auto [i, v] : llvm::enumerate(exchanged))
+    full->setOperand(unsigned(i), v);
   full->getResult(0).setType(qh.getType());
   if (failed(mlir::verify(full)))
     return failure();
@@ -330,6 +374,9 @@ struct ZeroSequenceParallelPass
         shift.erase();
         step.setLabels(LabelConvention::shifted);
       }
+      for (BlockArgument arg : body.getArguments())
+        if (isWholeRow(arg) && failed(checkWholeRowUsers(arg, option)))
+          return signalPassFailure();
       if (failed(divideSequence(step, p)))
         return signalPassFailure();
       for (nn::AttentionOp att : attentions)

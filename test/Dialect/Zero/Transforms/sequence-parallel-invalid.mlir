@@ -74,7 +74,8 @@ zero.train_step @mlp(%ids: tensor<1x8xi64>, %labels: tensor<1x8xi64>)
 
 // -----
 
-// Packed documents' ids are not gathered across the sequence shards yet.
+// Packed documents' ids that are not those of the step's positions (which
+// every rank takes whole) would be cut at each rank's shard.
 zero.param @pk : tensor<10x16xf32> init normal std 0.02
 zero.train_step @packed(%ids: tensor<1x8xi64>, %labels: tensor<1x8xi64>, %docs: tensor<1x8xi32>)
     optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3>
@@ -83,7 +84,7 @@ zero.train_step @packed(%ids: tensor<1x8xi64>, %labels: tensor<1x8xi64>, %docs: 
   %h = nn.embedding %e[%ids] : tensor<10x16xf32>, tensor<1x8xi64> -> tensor<1x8x16xf32>
   %q1 = nn.reshape %h : tensor<1x8x16xf32> -> tensor<1x8x4x4xf32>
   %q2 = nn.transpose %q1 [0, 2, 1, 3] : tensor<1x8x4x4xf32> -> tensor<1x4x8x4xf32>
-  // expected-error @below {{reads packed documents' segments, which sequence parallelism (sp-size) does not gather yet}}
+  // expected-error @below {{reads packed documents' segments that are not the document ids of the step's positions, which sequence parallelism (sp-size) would cut at each rank's shard}}
   %a = nn.attention %q2, %q2, %q2 segments(%docs : tensor<1x8xi32>) causal : tensor<1x4x8x4xf32>
   %a1 = nn.transpose %a [0, 2, 1, 3] : tensor<1x4x8x4xf32> -> tensor<1x8x4x4xf32>
   %a2 = nn.reshape %a1 : tensor<1x8x4x4xf32> -> tensor<1x8x16xf32>
@@ -94,7 +95,9 @@ zero.train_step @packed(%ids: tensor<1x8xi64>, %labels: tensor<1x8xi64>, %docs: 
 
 // -----
 
-// Nor are the positions of packed rows that rotate the queries and keys.
+// Packed rows' positions reach a rank whole: a rotation by them whose
+// result is not attention's query or key would rotate a shard by the whole
+// row's positions.
 zero.param @pr : tensor<10x16xf32> init normal std 0.02
 zero.train_step @packed_rope(%ids: tensor<1x8xi64>, %labels: tensor<1x8xi64>, %pos: tensor<1x8xi64>)
     optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3>
@@ -103,9 +106,10 @@ zero.train_step @packed_rope(%ids: tensor<1x8xi64>, %labels: tensor<1x8xi64>, %p
   %h = nn.embedding %e[%ids] : tensor<10x16xf32>, tensor<1x8xi64> -> tensor<1x8x16xf32>
   %q1 = nn.reshape %h : tensor<1x8x16xf32> -> tensor<1x8x4x4xf32>
   %q2 = nn.transpose %q1 [0, 2, 1, 3] : tensor<1x8x4x4xf32> -> tensor<1x4x8x4xf32>
-  // expected-error @below {{rotates by packed rows' positions, which sequence parallelism (sp-size) does not gather yet}}
+  // expected-error @below {{reads packed rows' positions on a sequence shard, which sp-size does not give it (the rows' documents and the rotations of attention's query and key see the whole row)}}
   %q3 = nn.rope %q2 positions(%pos : tensor<1x8xi64>) theta 1.000000e+04 : tensor<1x4x8x4xf32>
-  %a = nn.attention %q3, %q3, %q2 causal : tensor<1x4x8x4xf32>
+  %q4 = nn.add %q3, %q2 : tensor<1x4x8x4xf32>, tensor<1x4x8x4xf32>
+  %a = nn.attention %q4, %q4, %q2 causal : tensor<1x4x8x4xf32>
   %a1 = nn.transpose %a [0, 2, 1, 3] : tensor<1x4x8x4xf32> -> tensor<1x8x4x4xf32>
   %a2 = nn.reshape %a1 : tensor<1x8x4x4xf32> -> tensor<1x8x16xf32>
   %logits = nn.matmul %a2, %e transpose_rhs : tensor<1x8x16xf32>, tensor<10x16xf32> -> tensor<1x8x10xf32>

@@ -72,6 +72,40 @@ zero.train_step @llama(%ids: tensor<2x8xi64>, %labels: tensor<2x8xi64>)
 
 // -----
 
+// Packed rows: the positions reach every rank whole ([2, 8] while the ids
+// and labels are shards [2, 4]), so that the documents' ids are the whole
+// row's and the rotations after the exchange turn each token by its own
+// position; the attention on the whole sequence masks by those documents.
+// CHECK-LABEL: zero.train_step @packed
+// CHECK-SAME: (%{{.*}}: tensor<2x4xi64>, %[[POS:.*]]: tensor<2x8xi64>, %{{.*}}: tensor<2x4xi64>)
+// CHECK: %[[D:.*]] = nn.document_ids %[[POS]] : tensor<2x8xi64>
+// CHECK: %[[QA:.*]] = zero.all_to_all %{{.*}} split 1 concat 2 over sequence : tensor<2x4x4x4xf32> -> tensor<2x2x8x4xf32>
+// CHECK: %[[Q:.*]] = nn.rope %[[QA]] positions(%[[POS]] : tensor<2x8xi64>) theta 1.000000e+04 : tensor<2x2x8x4xf32>
+// CHECK: nn.attention %[[Q]], %{{.*}}, %{{.*}} segments(%[[D]] : tensor<2x8xi32>) causal : tensor<2x2x8x4xf32>
+// GRAD-LABEL: zero.train_step @packed
+// GRAD: nn.attention_grad {{.*}} segments(%{{.*}} : tensor<2x8xi32>) causal
+// GRAD: nn.rope %{{.*}} positions(%{{.*}} : tensor<2x8xi64>) theta 1.000000e+04 inverse : tensor<2x2x8x4xf32>
+zero.param @pe : tensor<10x16xf32> init normal std 0.02
+zero.train_step @packed(%ids: tensor<2x8xi64>, %pos: tensor<2x8xi64>, %labels: tensor<2x8xi64>)
+    optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> labels same_tokens {
+  %e = zero.get_param @pe : tensor<10x16xf32>
+  %h = nn.embedding %e[%ids] : tensor<10x16xf32>, tensor<2x8xi64> -> tensor<2x8x16xf32>
+  %q1 = nn.reshape %h : tensor<2x8x16xf32> -> tensor<2x8x4x4xf32>
+  %q2 = nn.transpose %q1 [0, 2, 1, 3] : tensor<2x8x4x4xf32> -> tensor<2x4x8x4xf32>
+  %d = nn.document_ids %pos : tensor<2x8xi64>
+  %qr = nn.rope %q2 positions(%pos : tensor<2x8xi64>) theta 10000.0 : tensor<2x4x8x4xf32>
+  %a = nn.attention %qr, %qr, %q2 segments(%d : tensor<2x8xi32>) causal : tensor<2x4x8x4xf32>
+  %a1 = nn.transpose %a [0, 2, 1, 3] : tensor<2x4x8x4xf32> -> tensor<2x8x4x4xf32>
+  %a2 = nn.reshape %a1 : tensor<2x8x4x4xf32> -> tensor<2x8x16xf32>
+  %logits = nn.matmul %a2, %e transpose_rhs : tensor<2x8x16xf32>, tensor<10x16xf32> -> tensor<2x8x10xf32>
+  %l = nn.shift_labels %labels fill -100 : tensor<2x8xi64>
+  %loss = nn.softmax_cross_entropy %logits, %l ignore_index -100 : tensor<2x8x10xf32>, tensor<2x8xi64> -> tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // One key/value head (multi-query attention) with P = 2: the head is
 // repeated before the exchange, so each rank receives it, and the
 // replicas' gradients add up in the backward.

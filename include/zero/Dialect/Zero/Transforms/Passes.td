@@ -131,6 +131,14 @@ def ZeroSequenceParallelPass
     autodiff of an all-to-all is the inverse all-to-all, and the replicas'
     gradients sum.
 
+    Packed rows' positions (an input the step reads as positions:
+    `nn.document_ids`, `nn.rope`'s `positions`) are not divided: every rank
+    takes the rows' positions whole, so that the documents masking the
+    attention on the whole sequence are the whole row's (those crossing a
+    shard boundary included) and the rotations after the exchange turn each
+    token by its own position. Any other reader of them, and segments that
+    are not the document ids of those positions, are refused.
+
     The label shift of a loss that shifts inside (`nn.shift_labels`, Hugging
     Face's causal LMs) crosses shard boundaries: the next-token label of a
     shard's last position lives on the next rank. The pass removes the
