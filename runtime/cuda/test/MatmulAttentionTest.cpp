@@ -52,6 +52,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -282,8 +283,11 @@ struct AttnMask {
   int64_t window = 0;
   double softcap = 0;
   const float *alibi = nullptr;
+  /// Packed rows' document ids [batch, seq] (host memory; the CUDA side
+  /// gets a device copy).
+  const std::vector<int32_t> *segments = nullptr;
 
-  bool any() const { return window || softcap || alibi; }
+  bool any() const { return window || softcap || alibi || segments; }
 };
 
 AttnData randomAttn(int32_t dtype, const AttnCase &c, std::mt19937 &rng) {
@@ -304,7 +308,8 @@ std::string describe(int32_t dtype, const AttnCase &c, int32_t causal,
                   std::to_string(causal);
   if (mask.any())
     s += " window " + std::to_string(mask.window) + " softcap " +
-         std::to_string(mask.softcap) + (mask.alibi ? " alibi" : "");
+         std::to_string(mask.softcap) + (mask.alibi ? " alibi" : "") +
+         (mask.segments ? " documents" : "");
   return s;
 }
 
@@ -335,16 +340,25 @@ void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
   int64_t n = c.numel(), nkv = c.kvNumel();
   std::string what = describe(dtype, c, causal, mask);
   Buffer o(dtype, n), dq(dtype, n), dk(dtype, nkv), dv(dtype, nkv);
+  // The descriptor of the mask, its documents at `segments`.
+  auto descOf = [&](const int32_t *segments) {
+    AttentionDesc d(dtype, c.batch, c.heads, c.kv(), c.seq, c.dim, causal,
+                    c.scale, mask.window, mask.softcap, mask.alibi);
+    d.desc.segments = segments;
+    return d;
+  };
+  std::unique_ptr<DeviceBuffer> deviceSegments;
+  if (mask.segments)
+    deviceSegments = std::make_unique<DeviceBuffer>(*mask.segments);
+  const int32_t *hostIds = mask.segments ? mask.segments->data() : nullptr;
+  const int32_t *deviceIds =
+      deviceSegments ? deviceSegments->get<const int32_t>() : nullptr;
   if (mask.any()) {
-    zrt_attention_forward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
-                                        c.dim, causal, c.scale, mask.window,
-                                        mask.softcap, mask.alibi),
-                          in.q.data(), in.k.data(), in.v.data(), o.data());
-    zrt_attention_backward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
-                                         c.dim, causal, c.scale, mask.window,
-                                         mask.softcap, mask.alibi),
-                           in.q.data(), in.k.data(), in.v.data(), o.data(),
-                           in.dO.data(), dq.data(), dk.data(), dv.data());
+    zrt_attention_forward(descOf(hostIds), in.q.data(), in.k.data(),
+                          in.v.data(), o.data());
+    zrt_attention_backward(descOf(hostIds), in.q.data(), in.k.data(),
+                           in.v.data(), o.data(), in.dO.data(), dq.data(),
+                           dk.data(), dv.data());
   } else {
     zrt_attention_forward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
                                         c.dim, causal, c.scale),
@@ -361,15 +375,10 @@ void checkAttention(int32_t dtype, const AttnCase &c, int32_t causal,
   DeviceArray gout(junk, offset), gdq(junk, offset), gdk(kvJunk, offset),
       gdv(kvJunk, offset);
   if (mask.any()) {
-    attentionForward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
-                                   c.dim, causal, c.scale, mask.window,
-                                   mask.softcap, mask.alibi),
-                     gq.get(), gk.get(), gv.get(), gout.get());
-    attentionBackward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
-                                    c.dim, causal, c.scale, mask.window,
-                                    mask.softcap, mask.alibi),
-                      gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
-                      gdq.get(), gdk.get(), gdv.get());
+    attentionForward(descOf(deviceIds), gq.get(), gk.get(), gv.get(),
+                     gout.get());
+    attentionBackward(descOf(deviceIds), gq.get(), gk.get(), gv.get(), go.get(),
+                      gdO.get(), gdq.get(), gdk.get(), gdv.get());
   } else {
     attentionForward(AttentionDesc(dtype, c.batch, c.heads, c.kv(), c.seq,
                                    c.dim, causal, c.scale),
@@ -546,6 +555,47 @@ TEST(CudaAttention, WindowAndSoftcapMatchCpu) {
       checkAttention(dtype, c, 1, rng, 0, {c.seq + 5, 2.0});
       checkAttention(dtype, c, 0, rng, 0, {0, 2.0});
     }
+}
+
+/// Document ids of `batch` rows of `seq` tokens: runs of 1 to `longest`
+/// tokens, each row cut elsewhere.
+std::vector<int32_t> randomDocuments(int64_t batch, int64_t seq,
+                                     int64_t longest, std::mt19937 &rng) {
+  std::uniform_int_distribution<int64_t> length(1, longest);
+  std::vector<int32_t> ids;
+  for (int64_t b = 0; b < batch; ++b) {
+    int32_t id = 0;
+    for (int64_t t = 0, left = length(rng); t < seq; ++t, --left) {
+      if (left == 0) {
+        ++id;
+        left = length(rng);
+      }
+      ids.push_back(id);
+    }
+  }
+  return ids;
+}
+
+// Packed rows' documents: the CPU's results, with documents shorter and
+// longer than a tile (the CUDA-core kernels skip the key and query steps
+// of other documents), alone and with a window, a soft-cap and
+// grouped-query heads, causal or not.
+TEST(CudaAttention, DocumentsMatchCpu) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(17);
+  const AttnCase cases[] = {{2, 3, 100, 64, 0},
+                            {1, 2, 300, 128, 0, 1},
+                            {2, 4, 77, 40, 0.3, 2},
+                            {3, 1, 33, 37, 0}};
+  for (int32_t dtype : kDtypes)
+    for (const AttnCase &c : cases)
+      for (int64_t longest : {int64_t(5), int64_t(90), c.seq}) {
+        std::vector<int32_t> ids =
+            randomDocuments(c.batch, c.seq, longest, rng);
+        checkAttention(dtype, c, 1, rng, 0, {0, 0, nullptr, &ids});
+        checkAttention(dtype, c, 0, rng, 0, {0, 0, nullptr, &ids});
+        checkAttention(dtype, c, 1, rng, 0, {7, 2.0, nullptr, &ids});
+      }
 }
 
 TEST(CudaAttention, AlibiMatchesCpu) {

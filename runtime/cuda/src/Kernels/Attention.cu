@@ -98,6 +98,8 @@ Shape makeShape(const char *kernel, const Attn &a, size_t elem,
     for (int h = 0; h < s.alibiHeads; ++h)
       s.alibiLog2[h] = float(double(a.alibi[h]) * kLog2e);
   }
+  s.segments = nullptr;
+  s.headsPerBatch = s.kvHeadsPerBatch = 1;
   s.vec = a.dim % 4 == 0;
   s.vec8 = a.dim % 8 == 0;
   for (const void *p : ptrs) {
@@ -110,25 +112,37 @@ Shape makeShape(const char *kernel, const Attn &a, size_t elem,
   return s;
 }
 
-/// The tensor-core chunk for `a` (tcChunk), 0 with a window, softcap or
-/// ALiBi.
-int tcChunkFor(const Attn &a, int dim) {
-  return a.window || a.softcap || a.alibi ? 0 : tcChunk(dim);
+/// The tensor-core chunk for `a` (tcChunk), 0 with a window, softcap,
+/// ALiBi or documents.
+int tcChunkFor(const Attn &a, const Shape &s, int dim) {
+  return a.window || a.softcap || a.alibi || s.segments ? 0 : tcChunk(dim);
+}
+
+/// `s` with the documents of `d` (the CUDA-core kernels mask by them and
+/// skip the blocks they hide).
+void setDocuments(Shape &s, const zrt_attention_desc *d) {
+  s.segments = d ? d->segments : nullptr;
+  if (s.segments) {
+    s.headsPerBatch = d->heads > 0 ? d->heads : 1;
+    s.kvHeadsPerBatch = d->kv_heads > 0 ? d->kv_heads : 1;
+  }
 }
 
 /// The forward of the checked problem `a`; `name` is the ABI kernel's.
 void runForward(const char *name, const Attn &a, int32_t dtype, const void *q,
-                const void *k, const void *v, void *o) {
+                const void *k, const void *v, void *o,
+                const zrt_attention_desc *d) {
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   dispatch(dtype, name, [&](auto tag) {
     using T = decltype(tag);
     Shape s = makeShape(name, a, sizeof(T), {q, k, v, o});
+    setDocuments(s, d);
     const T *qv = static_cast<const T *>(q), *kv = static_cast<const T *>(k),
             *vv = static_cast<const T *>(v);
     T *ov = static_cast<T *>(o);
     if constexpr (!std::is_same_v<T, float>) {
-      if (int chunk = tcChunkFor(a, s.dim)) {
+      if (int chunk = tcChunkFor(a, s, s.dim)) {
         tcForward<false>(a, s, chunk, qv, kv, vv, ov, nullptr);
         return;
       }
@@ -140,12 +154,13 @@ void runForward(const char *name, const Attn &a, int32_t dtype, const void *q,
 void runGrads(const char *name, const Attn &a, int32_t dtype, const void *q,
               const void *k, const void *v, const void *o, const void *dO,
               void *dq, void *dk, void *dv, int64_t batch, int64_t heads,
-              int64_t seq, int64_t headDim) {
+              int64_t seq, int64_t headDim, const zrt_attention_desc *d) {
   if (a.heads == 0 || a.seq == 0 || a.dim == 0)
     return;
   dispatch(dtype, name, [&](auto tag) {
     using T = decltype(tag);
     Shape s = makeShape(name, a, sizeof(T), {q, k, v, dO, dq, dk, dv});
+    setDocuments(s, d);
     DeviceScratch scratch(
         zrt_scratch_attention_grad(batch, heads, seq, headDim));
     float *lse = scratch.as<float>();
@@ -160,7 +175,7 @@ void runGrads(const char *name, const Attn &a, int32_t dtype, const void *q,
     T *dqv = static_cast<T *>(dq), *dkv = static_cast<T *>(dk),
       *dvv = static_cast<T *>(dv);
     if constexpr (!std::is_same_v<T, float>) {
-      if (int chunk = tcChunkFor(a, s.dim)) {
+      if (int chunk = tcChunkFor(a, s, s.dim)) {
         tcGrads(a, s, chunk, qv, kv, vv, gv, lse, delta, dqv, dkv, dvv);
         return;
       }
@@ -375,13 +390,14 @@ void sinksBackward(const char *name, const zrt_attention_desc *d, const void *q,
   checkLaunch(name);
 }
 
-/// The checked problem of `desc` for entry `kernel`; the CUDA kernels do
-/// not read packed rows' documents yet (the CPU kernels do).
+/// The checked problem of `desc` for entry `kernel`; the sinks' kernels do
+/// not read packed rows' documents (transformers masks no documents with
+/// sinks either).
 Attn cudaAttentionProblem(const char *kernel, const zrt_attention_desc *desc) {
   Attn a = attentionProblem(kernel, desc);
-  if (desc->segments)
-    fatal("%s: per-token segment ids (packed documents) are not supported "
-          "by the CUDA kernels yet",
+  if (desc->segments && desc->sinks)
+    fatal("%s: per-token segment ids (packed documents) with sinks are not "
+          "supported by the CUDA kernels",
           kernel);
   return a;
 }
@@ -394,7 +410,7 @@ void zrt::cuda::attentionForward(const zrt_attention_desc *desc, const void *q,
   Attn a = cudaAttentionProblem(name, desc);
   if (desc->sinks)
     return sinksForward(name, desc, q, k, v, o);
-  runForward(name, a, desc->dtype, q, k, v, o);
+  runForward(name, a, desc->dtype, q, k, v, o, desc);
 }
 
 void zrt::cuda::attentionBackward(const zrt_attention_desc *desc, const void *q,
@@ -406,7 +422,7 @@ void zrt::cuda::attentionBackward(const zrt_attention_desc *desc, const void *q,
   if (desc->sinks)
     return sinksBackward(name, desc, q, k, v, o, dO, dq, dk, dv);
   runGrads(name, a, desc->dtype, q, k, v, o, dO, dq, dk, dv, desc->batch,
-           desc->heads, desc->seq, desc->head_dim);
+           desc->heads, desc->seq, desc->head_dim, desc);
 }
 
 void zrt::cuda::attentionDsinks(const zrt_attention_desc *desc, const void *q,

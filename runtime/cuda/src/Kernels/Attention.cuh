@@ -45,6 +45,11 @@ struct Shape {
   float alibiLog2[kMaxAlibiHeads]; // ALiBi slope * log2(e) per head
   bool vec;  // dim % 4 == 0 and every tensor 4-element aligned
   bool vec8; // dim % 8 == 0 and every tensor 16-byte aligned
+  // Packed rows' document ids [batch, seq] (device memory, each row's
+  // non-decreasing), null when none; the query and key/value heads of a
+  // batch element.
+  const int32_t *segments;
+  int64_t headsPerBatch, kvHeadsPerBatch;
 };
 
 /// Bit patterns of 16-bit storage types.
@@ -75,6 +80,65 @@ __device__ inline int64_t kvHeadOf(const Shape &s, int64_t head) {
 /// Whether query i sees key j.
 __device__ inline bool visible(const Shape &s, int64_t i, int64_t j) {
   return i < s.seq && j < s.seq && attentionSees(s.causal, s.window, i, j);
+}
+
+/// The document ids of the row of `head` (counted over batch * heads, of
+/// which `perBatch` a batch element: s.headsPerBatch for query heads,
+/// s.kvHeadsPerBatch for key/value heads), or null without documents.
+__device__ inline const int32_t *documentsOf(const Shape &s, int64_t head,
+                                             int64_t perBatch) {
+  return s.segments ? s.segments + head / perBatch * s.seq : nullptr;
+}
+
+/// Whether query i sees key j, also of one document where `docs` holds
+/// the row's document ids.
+__device__ inline bool visible(const Shape &s, const int32_t *docs, int64_t i,
+                               int64_t j) {
+  return visible(s, i, j) && (!docs || docs[i] == docs[j]);
+}
+
+/// The first position of the document of position i < seq (the row's ids
+/// do not decrease: a binary search).
+__device__ inline int64_t documentStart(const int32_t *docs, int64_t i) {
+  int32_t id = docs[i];
+  int64_t lo = 0, hi = i;
+  while (lo < hi) {
+    int64_t mid = (lo + hi) / 2;
+    if (docs[mid] < id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/// One past the last position of the document of position i < seq.
+__device__ inline int64_t documentEnd(const int32_t *docs, int64_t seq,
+                                      int64_t i) {
+  int32_t id = docs[i];
+  int64_t lo = i + 1, hi = seq;
+  while (lo < hi) {
+    int64_t mid = (lo + hi) / 2;
+    if (docs[mid] <= id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/// [begin, end) narrowed to the positions the documents of rows [r0, r0 +
+/// n) hold (the keys queries there can see, or the queries that can see
+/// keys there), `begin` kept a multiple of `step`; unchanged without
+/// documents.
+__device__ inline void documentRange(const Shape &s, const int32_t *docs,
+                                     int64_t r0, int n, int step,
+                                     int64_t &begin, int64_t &end) {
+  if (!docs || r0 >= s.seq)
+    return;
+  int64_t last = min(s.seq, r0 + n) - 1;
+  begin = max(begin, documentStart(docs, r0) / step * step);
+  end = min(end, documentEnd(docs, s.seq, last));
 }
 
 /// The first of the steps of `step` keys that queries from i0 on see: with
@@ -114,14 +178,15 @@ __device__ inline float logit2(const Shape &s, float dot, float slope2,
 }
 
 /// visible and logit2 where kExt says at compile time whether the problem
-/// has a window, a soft-cap or ALiBi: without them (kExt false) each score
-/// is the causal test and one product, as before those existed. The
+/// has a window, a soft-cap, ALiBi or documents: without them (kExt false) each
+/// score is the causal test and one product, as before those existed. The
 /// CUDA-core backward kernels are instruction-bound, and the general forms'
 /// per-score work cost their plain instantiation a third of its time.
 template <bool kExt>
-__device__ inline bool visibleIf(const Shape &s, int64_t i, int64_t j) {
+__device__ inline bool visibleIf(const Shape &s, const int32_t *docs, int64_t i,
+                                 int64_t j) {
   if constexpr (kExt)
-    return visible(s, i, j);
+    return visible(s, docs, i, j);
   return i < s.seq && j < s.seq && (!s.causal || j <= i);
 }
 

@@ -321,8 +321,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   const bool resident = s.dim <= kD;
   if (resident)
     loadTile<kRowTile, kD>(qs, q, i0, s, 0);
-  const int64_t end = s.causal ? min(s.seq, i0 + kRowTile) : s.seq;
-  for (int64_t j0 = firstKeyStep(s, i0, kColTile); j0 < end; j0 += kColTile) {
+  // The keys the tile's queries can see: before them (causal), within the
+  // window, of their documents.
+  const int32_t *docs = documentsOf(s, head, s.headsPerBatch);
+  int64_t begin = firstKeyStep(s, i0, kColTile),
+          end = s.causal ? min(s.seq, i0 + kRowTile) : s.seq;
+  documentRange(s, docs, i0, kRowTile, kColTile, begin, end);
+  for (int64_t j0 = begin; j0 < end; j0 += kColTile) {
     float sc[4][2] = {};
     for (int dc = 0; dc < s.dim; dc += kD) {
       // The previous step's readers of every buffer are done.
@@ -342,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         // Rows past seq see nothing (and are never stored).
-        bool ok = visible(s, i, j0 + tx + 16 * c);
+        bool ok = visible(s, docs, i, j0 + tx + 16 * c);
         float t, x = logit2(s, sc[r][c], slope2, i, j0 + tx + 16 * c, t);
         sc[r][c] = ok ? x : -INFINITY;
         mx = fmaxf(mx, sc[r][c]);
@@ -424,6 +429,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     loadTile<kRowTile, kD>(vs, v, j0, s, 0);
   }
   const int group = kGrouped ? s.group : 1;
+  // Every query head of the group is of the key/value head's batch element.
+  const int32_t *docs = documentsOf(s, kvHead, s.kvHeadsPerBatch);
   for (int g = 0; g < group; ++g) {
     const int64_t head = kvHead * group + g;
     const int64_t headOffset = head * s.seq * s.dim;
@@ -433,10 +440,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float *__restrict__ delta = delta0 + head * s.seq;
     const float slope2 = kExt ? alibiSlope2(s, head) : 0.0f;
     // Causal: queries before j0 see none of these keys (j0 is a multiple of
-    // kColTile); a window hides them from the queries from iEnd on.
-    for (int64_t i0 = s.causal ? j0 : 0,
-                 iEnd = kExt ? queryEnd(s, j0, kRowTile) : s.seq;
-         i0 < iEnd; i0 += kColTile) {
+    // kColTile); a window hides them from the queries from iEnd on, and
+    // documents from those outside the keys' documents.
+    int64_t iBegin = s.causal ? j0 : 0,
+            iEnd = kExt ? queryEnd(s, j0, kRowTile) : s.seq;
+    if constexpr (kExt)
+      documentRange(s, docs, j0, kRowTile, kColTile, iBegin, iEnd);
+    for (int64_t i0 = iBegin; i0 < iEnd; i0 += kColTile) {
       float sc[4][2] = {}, dp[4][2] = {};
       gradScores<kD>(sc, dp, ks, k, vs, v, j0, qs, q, gs, dO, i0, resident, s,
                      ty, tx);
@@ -447,7 +457,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const float rowDelta = i < s.seq ? delta[i] : 0.0f;
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          bool ok = visibleIf<kExt>(s, i, j0 + 4 * ty + r);
+          bool ok = visibleIf<kExt>(s, docs, i, j0 + 4 * ty + r);
           float t,
               x = logit2If<kExt>(s, sc[r][c], slope2, i, j0 + 4 * ty + r, t);
           float p = ok ? exp2f(x - rowLse) : 0.0f;
@@ -529,9 +539,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     loadTile<kRowTile, kD>(qs, q, i0, s, 0);
     loadTile<kRowTile, kD>(gs, dO, i0, s, 0);
   }
-  const int64_t end = s.causal ? min(s.seq, i0 + kRowTile) : s.seq;
-  for (int64_t j0 = kExt ? firstKeyStep(s, i0, kColTile) : 0; j0 < end;
-       j0 += kColTile) {
+  const int32_t *docs = documentsOf(s, head, s.headsPerBatch);
+  int64_t begin = kExt ? firstKeyStep(s, i0, kColTile) : 0,
+          end = s.causal ? min(s.seq, i0 + kRowTile) : s.seq;
+  if constexpr (kExt)
+    documentRange(s, docs, i0, kRowTile, kColTile, begin, end);
+  for (int64_t j0 = begin; j0 < end; j0 += kColTile) {
     float sc[4][2] = {}, dp[4][2] = {};
     gradScores<kD>(sc, dp, qs, q, gs, dO, i0, ks, k, vs, v, j0, resident, s, ty,
                    tx);
@@ -540,7 +553,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int64_t i = i0 + 4 * ty + r;
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        bool ok = visibleIf<kExt>(s, i, j0 + tx + 16 * c);
+        bool ok = visibleIf<kExt>(s, docs, i, j0 + tx + 16 * c);
         float t,
             x = logit2If<kExt>(s, sc[r][c], slope2, i, j0 + tx + 16 * c, t);
         float p = ok ? exp2f(x - rowLse[r]) : 0.0f;
@@ -611,12 +624,13 @@ void launchGradKernels(const Attn &a, const Shape &s, const T *q, const T *k,
       k, v, dO, lse, delta, dq, s);
 }
 
-/// The plain instantiation (no window, soft-cap or ALiBi) or the general one.
+/// The plain instantiation (no window, soft-cap, ALiBi or documents) or the
+/// general one.
 template <int kD, bool kGrouped, typename T>
 void launchGradsOf(const Attn &a, const Shape &s, const T *q, const T *k,
                    const T *v, const T *dO, const float *lse,
                    const float *delta, T *dq, T *dk, T *dv) {
-  if (s.window || s.softcap || s.alibiHeads)
+  if (s.window || s.softcap || s.alibiHeads || s.segments)
     launchGradKernels<kD, kGrouped, true>(a, s, q, k, v, dO, lse, delta, dq, dk,
                                           dv);
   else
