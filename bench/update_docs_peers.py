@@ -216,22 +216,29 @@ def sec_peers(r):
     return "\n".join(out)
 
 
+def run_line(doc):
+    """The machine and the load of a CPU benchmark's run, the first words of
+    its section."""
+    m = doc["machine"]
+    return ("Machine: %d cores, `%s` (lscpu model name), CPU backend. Run of "
+            "%s UTC, load average (1/5/15 min) %s at the start, %s at the "
+            "end. " % (m["nproc"], m["cpu"], doc["date"],
+                       "/".join(doc["loadavg"]), "/".join(doc["loadavg_end"])))
+
+
 def sec_zeropp(r):
     """bench/zeropp.py: ZeRO++ and MiCS step times on 2 x 2 CPU ranks."""
     doc = load(r, "zeropp.json")
     if not doc:
         return None
-    m = doc["machine"]
-    out = ["Machine: %d cores, `%s` (lscpu model name), CPU backend. Run of "
-           "%s UTC, load average (1/5/15 min) %s at the start, %s at the "
-           "end. `%s` with `%s`, 4 ranks as 2 nodes of 2 (`--ranks-per-node "
+    out = [run_line(doc) +
+           "`%s` with `%s`, 4 ranks as 2 nodes of 2 (`--ranks-per-node "
            "2`, `--threads 1`), `--steps %d`: median `step_ms` (slowest "
            "rank) of steps %d-%d, median over %d rounds, the options in a "
            "rotating order each round; the ratio is the median of each "
            "round's ratio to ZeRO-3. Bytes per rank and step: the plan's "
            "(zero-report) and rank 0's measured." % (
-               m["nproc"], m["cpu"], doc["date"], "/".join(doc["loadavg"]),
-               "/".join(doc["loadavg_end"]), doc["model"], doc["common"],
+               doc["model"], doc["common"],
                doc["steps"], doc["warmup"] + 1, doc["steps"], doc["rounds"]),
            "",
            "| option | flags | step ms | / ZeRO-3 | bytes within the node "
@@ -260,17 +267,14 @@ def sec_long_context(r):
     doc = load(r, "long_context.json")
     if not doc:
         return None
-    m = doc["machine"]
-    out = ["Machine: %d cores, `%s` (lscpu model name), CPU backend. Run of "
-           "%s UTC, load average (1/5/15 min) %s at the start, %s at the "
-           "end. `%s` with the model flags below, 2 ranks (`--threads 1`), "
+    out = [run_line(doc) +
+           "`%s` with the model flags below, 2 ranks (`--threads 1`), "
            "`--steps %d`: median `step_ms` (slowest rank) of steps %d-%d, "
            "median over %d rounds, the executables in a rotating order "
            "each round; the ratio is the median of each round's ratio to "
            "the first row of its table. Peak bytes are rank 0's, planned "
            "and measured." % (
-               m["nproc"], m["cpu"], doc["date"], "/".join(doc["loadavg"]),
-               "/".join(doc["loadavg_end"]), doc["model"], doc["steps"],
+               doc["model"], doc["steps"],
                doc["warmup"] + 1, doc["steps"], doc["rounds"])]
 
     def same(planned, measured):
@@ -299,16 +303,13 @@ def sec_packing(r):
     doc = load(r, "packing.json")
     if not doc:
         return None
-    m = doc["machine"]
-    out = ["Machine: %d cores, `%s` (lscpu model name), CPU backend. Run of "
-           "%s UTC, load average (1/5/15 min) %s at the start, %s at the "
-           "end. %d source files of this repository as documents, rows of "
+    out = [run_line(doc) +
+           "%d source files of this repository as documents, rows of "
            "%d tokens; %s, 2 ranks (`--threads 1`), `--steps %d`: the time "
            "a row over steps %d-%d, median over %d rounds; the rate is the "
            "same documents' tokens over the time all their rows take at "
            "that pace, the ratio the median of each round's ratio." % (
-               m["nproc"], m["cpu"], doc["date"], "/".join(doc["loadavg"]),
-               "/".join(doc["loadavg_end"]), doc["documents"], doc["seq"],
+               doc["documents"], doc["seq"],
                doc["model"], doc["steps"], doc["warmup"] + 1, doc["steps"],
                doc["rounds"]),
            "",
