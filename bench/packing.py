@@ -95,7 +95,7 @@ def main():
     work = tempfile.mkdtemp(prefix="zero-packing-")
     documents = int(run([args.python, os.path.abspath(__file__), "--setup",
                          work]).split()[-1])
-    env = dict(os.environ, ZERO_PYTHON=args.python)
+    env = dict(os.environ, ZERO_IMPORT_PYTHON=args.python)
     layouts = {}
     for name, extra in (("packed", []), ("padded", ["--pack-window", "1"])):
         d = os.path.join(work, name)
