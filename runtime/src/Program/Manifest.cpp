@@ -224,6 +224,7 @@ InputInfo toInput(const manifest::Input &w) {
     invalid(std::string(manifest::Input::roleKey) + " '" +
             manifest::valueOf(*w.role) + "' on a " + info.dtype + " input");
   info.role = w.role;
+  info.name = w.name.value_or("");
   return info;
 }
 
@@ -530,10 +531,41 @@ void checkExperts(const Manifest &m) {
               "' with MiCS or hpZ groups (not supported)");
 }
 
+/// Names the unnamed inputs (programs compiled before inputs had names):
+/// by their role where no other input has it (input_ids, labels,
+/// position_ids), else input<k>.
+void nameInputs(std::vector<InputInfo> &inputs) {
+  auto taken = [&](const std::string &name) {
+    for (const InputInfo &in : inputs)
+      if (in.name == name)
+        return true;
+    return false;
+  };
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    for (size_t j = 0; j < k; ++j)
+      if (!inputs[k].name.empty() && inputs[k].name == inputs[j].name)
+        invalid("inputs " + std::to_string(j) + " and " + std::to_string(k) +
+                " are both named '" + inputs[k].name + "'");
+  }
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    InputInfo &in = inputs[k];
+    if (!in.name.empty())
+      continue;
+    std::string byRole;
+    if (in.role)
+      byRole = *in.role == manifest::IndexRole::Tokens   ? "input_ids"
+               : *in.role == manifest::IndexRole::Labels ? "labels"
+                                                         : "position_ids";
+    in.name = !byRole.empty() && !taken(byRole) ? byRole
+                                                : "input" + std::to_string(k);
+  }
+}
+
 /// The inputs, parameters, partitions and plan of program `w`.
 void readLayout(const manifest::Program &w, Manifest &m) {
   for (const manifest::Input &in : w.inputs)
     m.inputs.push_back(toInput(in));
+  nameInputs(m.inputs);
   for (const manifest::Param &p : w.params)
     m.params.push_back(toParam(p));
   for (size_t i = 0; i < w.partitions.size(); ++i)

@@ -149,6 +149,9 @@ struct PartitionInfo {
 };
 
 struct InputInfo {
+  /// The name the library's step takes it by: the manifest's, else its
+  /// role's (input_ids, labels, position_ids), else input<k>; unique.
+  std::string name;
   /// The local micro-batch shape.
   std::vector<int64_t> shape;
   /// "f32", "bf16", "f16", "i32" or "i64".
