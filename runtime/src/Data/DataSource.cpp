@@ -6,6 +6,7 @@
 
 #include "Data/DataSource.h"
 #include "Data/Files.h"
+#include "Data/Values.h"
 #include "Device/Device.h"
 
 #include <algorithm>
@@ -25,78 +26,6 @@
 using namespace zrt;
 
 namespace {
-
-bool isIndexType(const std::string &dtype) {
-  return dtype == "i32" || dtype == "i64";
-}
-
-void storeIndex(const InputInfo &in, char *base, int64_t i, int64_t v) {
-  if (in.dtype == "i32") {
-    int32_t x = int32_t(v);
-    std::memcpy(base + i * 4, &x, 4);
-  } else {
-    std::memcpy(base + i * 8, &v, 8);
-  }
-}
-
-/// The inputs of a token model by what the step reads them as (the
-/// manifest's roles): token ids, labels and, for packed rows, positions
-/// (-1: none). Ids and labels that no role names are the first inputs
-/// left, in order (a program whose inputs carry no roles reads ids, then
-/// labels).
-struct TokenInputs {
-  int ids = -1, labels = -1, positions = -1;
-
-  explicit TokenInputs(const Manifest &m) {
-    int n = int(m.inputs.size());
-    std::vector<bool> taken(size_t(n), false);
-    for (int i = 0; i < n; ++i) {
-      if (!m.inputs[i].role)
-        continue;
-      int &slot = *m.inputs[i].role == manifest::IndexRole::Tokens ? ids
-                  : *m.inputs[i].role == manifest::IndexRole::Labels
-                      ? labels
-                      : positions;
-      if (slot < 0) {
-        slot = i;
-        taken[size_t(i)] = true;
-      }
-    }
-    for (int *slot : {&ids, &labels})
-      for (int i = 0; *slot < 0 && i < n; ++i)
-        if (!taken[size_t(i)]) {
-          *slot = i;
-          taken[size_t(i)] = true;
-        }
-  }
-
-  /// Token ids and labels (and positions) are every input, each integer;
-  /// ids are [B, T, ...] and labels [B, ...].
-  bool fits(const Manifest &m) const {
-    int count = 2 + (positions >= 0 ? 1 : 0);
-    if (ids < 0 || labels < 0 || int(m.inputs.size()) != count)
-      return false;
-    for (int i : {ids, labels, positions})
-      if (i >= 0 && !isIndexType(m.inputs[i].dtype))
-        return false;
-    const InputInfo &x = m.inputs[ids], &y = m.inputs[labels];
-    if (x.shape.size() < 2 || y.shape.empty() || x.shape[0] != y.shape[0])
-      return false;
-    if (positions < 0)
-      return true;
-    // The ids' shape, or their whole rows under sequence parallelism.
-    const std::vector<int64_t> &p = m.inputs[positions].shape;
-    return p.size() == 2 && x.shape.size() == 2 && p[0] == x.shape[0] &&
-           (p[1] == x.shape[1] || p[1] == x.shape[1] * m.sequenceParallel);
-  }
-};
-
-/// Whether input `in` holds whole rows of `rowSize` values where the others
-/// hold a sequence-parallel rank's shard (packed rows' positions, which
-/// every rank of the group takes whole).
-bool holdsWholeRows(const InputInfo &in, int64_t rowSize) {
-  return in.numel() / std::max<int64_t>(in.shape[0], 1) == rowSize;
-}
 
 /// [begin, end) of `n` items: the share that `shard` checks.
 std::pair<int64_t, int64_t> shareOf(int64_t n, DataShard shard) {
@@ -119,25 +48,6 @@ std::string wrappedRange(int64_t first, int64_t count, int64_t n) {
   return spanText(begin, n) + " and " + spanText(0, end - n);
 }
 
-/// Why `v` cannot be a value of the integer input `in` (empty when it
-/// can): it is the ignored index of the input's users (a loss's
-/// ignore_index), or it fits the input's type and lies in [0, index_bound)
-/// (or is >= 0 where there is no bound). `values` and `range` name the
-/// input's values and the range in the message ("labels", "classes").
-std::string indexProblem(const InputInfo &in, int64_t v, const char *values,
-                         const char *range) {
-  if (in.ignoredIndex && v == *in.ignoredIndex)
-    return "";
-  if (in.dtype == "i32" && (v < INT32_MIN || v > INT32_MAX))
-    return std::string("does not fit the model's i32 ") + values;
-  if (in.indexBound > 0 && (v < 0 || v >= in.indexBound))
-    return std::string("is outside the model's ") + range + " [0, " +
-           std::to_string(in.indexBound) + ")";
-  if (v < 0)
-    return std::string("is negative; ") + values + " are indices >= 0";
-  return "";
-}
-
 /// One global batch of `rowsPerStep` rows must not take a sample of the
 /// `samples` in `path` twice.
 void checkSamples(const Manifest &m, const std::string &path, int64_t samples,
@@ -149,44 +59,6 @@ void checkSamples(const Manifest &m, const std::string &path, int64_t samples,
          std::to_string(m.inputs[0].shape[0]) + " per rank and micro step, " +
          std::to_string(m.worldSize) + " rank(s), " +
          std::to_string(m.accumulationSteps) + " micro step(s))");
-}
-
-/// An element type of token files: .npy's descriptor and size, and the
-/// name messages use.
-struct TokenType {
-  const char *name, *descr;
-  int64_t bytes;
-  bool isSigned;
-};
-constexpr TokenType kTokenTypes[] = {{"uint16", "<u2", 2, false},
-                                     {"uint32", "<u4", 4, false},
-                                     {"int32", "<i4", 4, true},
-                                     {"int64", "<i8", 8, true}};
-
-/// The integer of `type` at `p` (any alignment).
-int64_t tokenAt(const char *p, const TokenType &type) {
-  switch (type.bytes) {
-  case 2: {
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return v;
-  }
-  case 4:
-    if (type.isSigned) {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    } else {
-      uint32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-  default: {
-    int64_t v;
-    std::memcpy(&v, p, 8);
-    return v;
-  }
-  }
 }
 
 /// The data files' mappings (training and held-out data), for the SIGBUS

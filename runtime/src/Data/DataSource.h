@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace zrt {
 
@@ -66,6 +68,37 @@ std::unique_ptr<DataSource> openTokenData(const Manifest &m,
 /// labels [N, ...] of one of the token types (labels may hold the ignored
 /// index of the step's loss), and with them, for a model that reads packed
 /// rows' positions, those positions [N, T] (`pPath`, --positions).
+/// Arrays that do not fit the program's inputs: the library's step refuses
+/// them (Python's ValueError) before anything changes.
+struct InvalidInput : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A host array the library's step reads, row-major and contiguous; `dtype`
+/// is NumPy's type string ("<i8", "<f4"; "<u2" for bf16 bits).
+struct HostArray {
+  std::string name, dtype;
+  const char *data = nullptr;
+  std::vector<int64_t> shape;
+};
+
+/// The inputs of one optimizer step from `arrays`, one per input by name:
+/// the global batch of `rowsPerStep` rows, of which this rank reads the
+/// rows the executable reads of a file's, or with `local` this rank's own
+/// rows (its rows of each micro step in turn). Checks names, dtypes, shapes
+/// and index values of every array the rank is given (throws InvalidInput);
+/// the arrays must outlive the source.
+std::unique_ptr<DataSource> openHostArrays(const Manifest &m,
+                                           const std::vector<HostArray> &arrays,
+                                           int64_t rowsPerStep,
+                                           int64_t dataParallel, bool local);
+/// The shape and dtype an input takes in the library: the global batch's
+/// (or, with `local`, one rank's share of it).
+std::vector<int64_t> hostShapeOf(const Manifest &m, const InputInfo &in,
+                                 int64_t rowsPerStep, int64_t dataParallel,
+                                 bool local);
+std::string hostDtypeOf(const InputInfo &in);
+
 std::unique_ptr<DataSource>
 openArrayData(const Manifest &m, const std::string &xPath,
               const std::string &yPath, const std::string &pPath,

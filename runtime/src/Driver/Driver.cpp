@@ -74,6 +74,7 @@ Driver::~Driver() {
 }
 
 void Driver::error(const std::string &msg) const {
+  lastMessage = msg;
   std::fflush(stdout);
   if (ctx.world > 1)
     std::fprintf(stderr, "zrt: error: rank %d: %s\n", ctx.rank, msg.c_str());
@@ -216,6 +217,7 @@ bool Driver::parseCommandLine(int argc, char **argv, int &exitCode) {
   try {
     opts = parseOptions(argc, argv);
   } catch (const std::exception &e) {
+    lastMessage = e.what();
     if (ctx.rank == 0)
       std::fprintf(stderr, "zrt: error: %s\n", e.what());
     exitCode = 2;
@@ -386,7 +388,7 @@ void Driver::loadState() {
                       m.hfModel ? &*m.hfModel : nullptr);
   initializeParameters(ctx, opts.seed, &weights);
   // Only rank 0 exports, after every rank has read its parameters.
-  if (ctx.rank == 0 && !opts.exportHf.empty())
+  if (ctx.rank == 0 && (!opts.exportHf.empty() || (library && m.hfModel)))
     carried = weights.readUnused();
   loaded = {weights.dataBytesRead(), weights.headerBytesRead(),
             weights.totalBytes(), uint64_t(weights.fileCount()),
@@ -397,7 +399,7 @@ bool Driver::finishLoading() {
   const Manifest &m = manifest;
   if (!opts.initFrom.empty())
     reportLoading(loaded);
-  if (opts.steps > progress.step && !data) {
+  if (!library && opts.steps > progress.step && !data) {
     if (ctx.rank == 0)
       error("no training data: pass --data FILE or --inputs X.npy --labels "
             "Y.npy (or --steps 0)");
@@ -452,6 +454,11 @@ bool Driver::announceRun() {
        (long long)numel, m.partitions.size(), m.hashText.c_str());
   // total_num_steps "auto": the length of the run, --steps (with --resume,
   // the whole run's, which --steps counts).
+  if (library && manifest.scheduleRunLength && !stepsGiven) {
+    error("the learning-rate schedule's total_num_steps is \"auto\": "
+          "pass the run's length (--steps N)");
+    return false;
+  }
   if (manifest.scheduleRunLength && opts.steps > progress.step) {
     try {
       manifest.resolveRunLength(opts.steps);

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,40 @@ public:
   explicit Driver(const zrt_program *program) : program(program) {}
   ~Driver();
   int run(int argc, char **argv);
+
+  /// The library's session (zero_rt/session.h), whose calls are
+  /// collective. Sets up a run that the host steps: the command line's
+  /// options but data, --steps (the schedule's length where it is "auto")
+  /// and outputs; false after printing and keeping why (lastError).
+  bool open(int argc, char **argv);
+  /// One optimizer step on `arrays`: its --log-json line. Throws
+  /// InvalidInput, on every rank, before anything changes; other
+  /// exceptions leave the session broken.
+  std::string stepArrays(const std::vector<HostArray> &arrays, bool local);
+  /// The forward only on `arrays`: JSON with the loss and, for a mean over
+  /// valid labels, their count.
+  std::string evaluateArrays(const std::vector<HostArray> &arrays, bool local);
+  /// Writes a --save checkpoint of the current step into `dir`.
+  bool saveTo(const std::string &dir);
+  /// Reads --resume's checkpoint `dir` (the latest one in it).
+  bool loadFrom(const std::string &dir);
+  /// Writes --export-hf's directory `dir`.
+  bool exportHfTo(const std::string &dir);
+  /// Ends the session's threads (collective).
+  void close();
+  /// Why the last call failed on this rank ("" if it did not say).
+  const std::string &lastError() const { return lastMessage; }
+  const char *manifestText() const { return program->manifest; }
+  int64_t stepsTaken() const { return progress.step; }
+  int32_t rank() const { return ctx.rank; }
+  int32_t worldSize() const { return ctx.world; }
+  int64_t peakBytes() const { return maxPeak; }
+  /// The shape and dtype input `index` takes in stepArrays.
+  std::vector<int64_t> inputShape(int32_t index, bool local) const;
+  int32_t numInputs() const { return int32_t(manifest.inputs.size()); }
+  const InputInfo &input(int32_t index) const {
+    return manifest.inputs[size_t(index)];
+  }
 
 private:
   /// Runs fn on every rank; true when it threw on none. Ranks where it threw
@@ -97,6 +132,10 @@ private:
   /// Runs step `step` on this rank: each micro step on its slice of the
   /// batch, then the boundary, until the device is done.
   StepTimes runStep(int64_t step);
+  /// Trains step `step` on `data` and agrees on its record, which the
+  /// --log-json file gets (evaluating after it when `evaluating`); none
+  /// when the global batch has no valid label (said on rank 0).
+  std::optional<StepRecord> trainOne(int64_t step, bool evaluating);
   /// Collective: what step `step`, which ran with loss scale `scale`, did on
   /// every rank (evaluating first when `evaluating`).
   StepRecord agree(int64_t step, float scale, const StepTimes &local,
@@ -140,6 +179,12 @@ private:
 
   const zrt_program *program;
   Options opts;
+  /// A library session (open) rather than the executable (run).
+  bool library = false;
+  /// The library's: --steps was given.
+  bool stepsGiven = false;
+  /// The last error this rank printed.
+  mutable std::string lastMessage;
   LoadStats loaded{};
   /// The tensors of a Hugging Face model that the step never uses, as
   /// --init-from read them (rank 0, for --export-hf).

@@ -137,32 +137,14 @@ bool Driver::trainSteps() {
       ctx.flight.dump("SIGUSR1");
     if (ctx.rank == 0)
       noteProgress(step);
-    float scale = zrt_loss_scaler_scale(&ctx.scaler);
-    resetCommCounters();
-    StepTimes times = runStep(step);
-    // Before an evaluation's gathers.
-    const std::array<LinkBytes, kNumCommKinds> &comm = commCounters();
-    for (int k = 0; k < kNumCommKinds; ++k)
-      commVaried[size_t(k)] |=
-          commMeasured && !(comm[size_t(k)] == stepComm[size_t(k)]);
-    stepComm = comm;
-    commMeasured = true;
-    // The count is all-reduced: every rank stops here together.
-    if (ctx.noLabels) {
-      if (ctx.rank == 0)
-        error(noLabelsMessage(step));
-      return false;
-    }
-    progress.step = step;
-    progress.dataPosition += batchRows().perStep;
-
     bool last = step == opts.steps;
     bool evaluating =
         evalData &&
         (last || (opts.evalEvery > 0 && step % opts.evalEvery == 0));
-    StepRecord record = agree(step, scale, times, evaluating);
-    record.comm = stepComm;
-    stepLog->write(record);
+    std::optional<StepRecord> trained = trainOne(step, evaluating);
+    if (!trained)
+      return false;
+    const StepRecord &record = *trained;
     if (std::isnan(record.loss) || std::isinf(record.loss)) {
       if (ctx.rank == 0)
         error("the loss is " +
@@ -174,7 +156,7 @@ bool Driver::trainSteps() {
     stepLog->print(record);
     // Every rank has the same verdict: the stats are all-reduced and the
     // scalers identical.
-    if (ctx.overflowAtMinScale && !continueAtMinScale(step, scale))
+    if (ctx.overflowAtMinScale && !continueAtMinScale(step, record.scale))
       return false;
     bool saving = !opts.save.empty() &&
                   ((opts.saveEvery > 0 && step % opts.saveEvery == 0) || last);
@@ -203,6 +185,33 @@ bool Driver::trainSteps() {
     }
   }
   return true;
+}
+
+std::optional<StepRecord> Driver::trainOne(int64_t step, bool evaluating) {
+  float scale = zrt_loss_scaler_scale(&ctx.scaler);
+  resetCommCounters();
+  StepTimes times = runStep(step);
+  // Before an evaluation's gathers.
+  const std::array<LinkBytes, kNumCommKinds> &comm = commCounters();
+  for (int k = 0; k < kNumCommKinds; ++k)
+    commVaried[size_t(k)] |=
+        commMeasured && !(comm[size_t(k)] == stepComm[size_t(k)]);
+  stepComm = comm;
+  commMeasured = true;
+  // The count is all-reduced: every rank stops here together.
+  if (ctx.noLabels) {
+    std::string why = noLabelsMessage(step);
+    if (ctx.rank == 0)
+      error(why);
+    lastMessage = why;
+    return std::nullopt;
+  }
+  progress.step = step;
+  progress.dataPosition += batchRows().perStep;
+  StepRecord record = agree(step, scale, times, evaluating);
+  record.comm = stepComm;
+  stepLog->write(record);
+  return record;
 }
 
 void Driver::killAfter(int64_t step) {

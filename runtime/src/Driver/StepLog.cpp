@@ -113,6 +113,11 @@ void StepLog::close() {
 void StepLog::write(const StepRecord &r) {
   if (!log)
     return;
+  std::fprintf(log, "%s\n", json(r).c_str());
+  std::fflush(log);
+}
+
+std::string StepLog::json(const StepRecord &r) const {
   const Manifest &m = manifest;
   nlohmann::json line = {{"step", r.step},
                          {"world_size", m.worldSize},
@@ -165,8 +170,7 @@ void StepLog::write(const StepRecord &r) {
     line["eval_loss"] = r.evalLoss;
   if (r.evaluated && r.evalTokens >= 0)
     line["eval_tokens"] = r.evalTokens;
-  std::fprintf(log, "%s\n", line.dump().c_str());
-  std::fflush(log);
+  return line.dump();
 }
 
 void StepLog::print(const StepRecord &r) {

@@ -84,6 +84,8 @@ public:
 
   /// The --log-json line of a step.
   void write(const StepRecord &r);
+  /// That line's JSON, whether or not there is a --log-json file.
+  std::string json(const StepRecord &r) const;
   /// The progress line of a step and a skipped step's note.
   void print(const StepRecord &r);
   /// The report of an evaluation without training, as that of step `step`

@@ -1,0 +1,405 @@
+//===- Session.cpp - The compiled step as a library -----------------------===//
+//
+// Part of the zero-mlir project.
+//
+// zero_rt/session.h over the driver: a session is a Driver opened without a
+// loop, whose host hands it each step's arrays. Exceptions end at this
+// boundary as statuses and messages.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zero_rt/session.h"
+
+#include "Collectives/Collectives.h"
+#include "Data/Files.h"
+#include "Data/WeightFiles.h"
+#include "Driver/Driver.h"
+#include "Driver/Interrupt.h"
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+using namespace zrt;
+
+//===----------------------------------------------------------------------===//
+// The driver's library calls
+//===----------------------------------------------------------------------===//
+
+bool Driver::open(int argc, char **argv) {
+  library = true;
+  for (int i = 1; i < argc; ++i)
+    stepsGiven |= std::strcmp(argv[i], "--steps") == 0 ||
+                  std::strncmp(argv[i], "--steps=", 8) == 0;
+  int exitCode = 1;
+  // What a session refuses is known on every rank alike (the same options).
+  ctx.comm = zrt_comm_world();
+  ctx.rank = zrt_comm_rank(ctx.comm);
+  ctx.world = zrt_comm_size(ctx.comm);
+  Options parsed;
+  try {
+    parsed = parseOptions(argc, argv);
+  } catch (const std::exception &e) {
+    lastMessage = e.what();
+    return false;
+  }
+  for (auto [given, name] :
+       {std::make_pair(!parsed.data.empty() || !parsed.inputs.empty(),
+                       "--data/--inputs"),
+        std::make_pair(!parsed.evalData.empty() || !parsed.evalInputs.empty(),
+                       "--eval-data/--eval-inputs"),
+        std::make_pair(!parsed.save.empty(), "--save"),
+        std::make_pair(!parsed.exportPath.empty() || !parsed.exportHf.empty() ||
+                           !parsed.exportAdapters.empty(),
+                       "--export/--export-hf/--export-adapters"),
+        std::make_pair(!parsed.trace.empty(), "--trace"),
+        std::make_pair(parsed.help || parsed.printManifest,
+                       "--help/--print-manifest")})
+    if (given) {
+      lastMessage = std::string(name) +
+                    " is the executable's: a session's host passes arrays "
+                    "to step and calls save, load and export_hf";
+      return false;
+    }
+  if (!setUp(argc, argv, exitCode))
+    return false;
+  watchdog.start(ctx, opts.collectiveTimeoutS);
+  return true;
+}
+
+void Driver::close() {
+  if (library)
+    watchdog.stop();
+  library = false;
+}
+
+std::vector<int64_t> Driver::inputShape(int32_t index, bool local) const {
+  BatchRows rows = batchRows();
+  return hostShapeOf(manifest, manifest.inputs[size_t(index)], rows.perStep,
+                     ctx.world / manifest.sequenceParallel, local);
+}
+
+namespace {
+
+/// Every rank learns whether some rank refused its arrays; ranks whose own
+/// arrays were fine throw too, naming the rank that refused.
+void agreeOnInput(const zrt_ctx &ctx, const std::string &refusal, bool local) {
+  if (!local) {
+    // The same arrays on every rank: each found the same verdict.
+    if (!refusal.empty())
+      throw InvalidInput(refusal);
+    return;
+  }
+  int mine = refusal.empty() ? ctx.world : ctx.rank, first = 0;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!refusal.empty())
+    throw InvalidInput(refusal);
+  if (first < ctx.world)
+    throw InvalidInput("rank " + std::to_string(first) +
+                       " refused its arrays (its error says why)");
+}
+
+} // namespace
+
+std::string Driver::stepArrays(const std::vector<HostArray> &arrays,
+                               bool local) {
+  BatchRows rows = batchRows();
+  std::unique_ptr<DataSource> source;
+  std::string refusal;
+  try {
+    source = openHostArrays(manifest, arrays, rows.perStep,
+                            ctx.world / manifest.sequenceParallel, local);
+  } catch (const InvalidInput &e) {
+    refusal = e.what();
+  }
+  agreeOnInput(ctx, refusal, local);
+  data = std::move(source);
+  std::optional<StepRecord> record = trainOne(progress.step + 1, false);
+  if (!record)
+    throw std::runtime_error(lastMessage);
+  stepLog->print(*record);
+  return stepLog->json(*record);
+}
+
+std::string Driver::evaluateArrays(const std::vector<HostArray> &arrays,
+                                   bool local) {
+  BatchRows rows = batchRows();
+  std::unique_ptr<DataSource> source;
+  std::string refusal;
+  try {
+    source = openHostArrays(manifest, arrays, rows.perStep,
+                            ctx.world / manifest.sequenceParallel, local);
+  } catch (const InvalidInput &e) {
+    refusal = e.what();
+  }
+  agreeOnInput(ctx, refusal, local);
+  evalData = std::move(source);
+  evalBatches = 1;
+  Evaluation e = evaluate();
+  evalData.reset();
+  nlohmann::json line = {{"step", progress.step}, {"loss", e.loss}};
+  if (e.tokens >= 0)
+    line["tokens"] = e.tokens;
+  return line.dump();
+}
+
+bool Driver::saveTo(const std::string &dir) {
+  if (dir != opts.save) {
+    if (!everywhere([&] {
+          checkWritableDir(dir, "save");
+          if (ctx.rank == 0)
+            replaced =
+                claimSaveDirectory(saveLock, dir, opts.resume, opts.overwrite);
+        }))
+      return false;
+    int replacing[2] = {replaced.pending, replaced.staging};
+    MPI_Bcast(replacing, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    replaced.pending = replacing[0];
+    replaced.staging = replacing[1];
+    opts.save = dir;
+  }
+  return save(progress);
+}
+
+bool Driver::loadFrom(const std::string &dir) {
+  if (!everywhere([&] {
+        if (!isDirectory(dir))
+          fail("load: '" + dir + "' is not a directory");
+      }))
+    return false;
+  if (!everywhere([&] { progress = readCheckpoint(ctx, dir); }))
+    throw std::runtime_error(
+        lastMessage.empty() ? "load: another rank failed to read '" + dir + "'"
+                            : lastMessage);
+  const Manifest &m = manifest;
+  if (m.stage >= 1 && m.stage <= 2)
+    for (int32_t p = 0; p < int32_t(m.partitions.size()); ++p)
+      zrt_ctx_all_gather_params(&ctx, p, 0, m.partitions[size_t(p)].numel, -1);
+  lastCheckpoint = dir;
+  return true;
+}
+
+bool Driver::exportHfTo(const std::string &dir) {
+  if (!everywhere([&] {
+        if (ctx.rank != 0)
+          return;
+        hfModelOf(manifest.hfModel, "export_hf");
+        checkWritableDir(dir, "export_hf");
+      }))
+    return false;
+  std::string kept = opts.exportHf;
+  opts.exportHf = dir;
+  bool ok = exportWeights();
+  opts.exportHf = kept;
+  return ok;
+}
+
+//===----------------------------------------------------------------------===//
+// The C API
+//===----------------------------------------------------------------------===//
+
+struct zrt_session {
+  explicit zrt_session(const zrt_program *program) : driver(program) {}
+  Driver driver;
+  std::string message, record;
+  std::vector<std::string> inputDtypes;
+  bool opened = false, broken = false;
+};
+
+namespace {
+
+/// Runs `fn`, turning what it throws into a status and the message.
+template <typename Fn>
+zrt_status guarded(zrt_session *s, const Fn &fn) {
+  if (!s)
+    return ZRT_FAILED;
+  s->message.clear();
+  if (!s->opened || s->broken) {
+    s->message = s->broken ? "the session is broken by an earlier error; "
+                             "close it"
+                           : "the session did not open";
+    return ZRT_BROKEN;
+  }
+  try {
+    if (fn())
+      return ZRT_OK;
+    s->message = s->driver.lastError().empty()
+                     ? "failed on another rank (its error says why)"
+                     : s->driver.lastError();
+    return ZRT_FAILED;
+  } catch (const InvalidInput &e) {
+    s->message = e.what();
+    return ZRT_INVALID_INPUT;
+  } catch (const std::exception &e) {
+    s->message = e.what();
+  } catch (...) {
+    s->message = "unexpected exception";
+  }
+  s->broken = true;
+  return ZRT_BROKEN;
+}
+
+std::vector<HostArray> hostArrays(const zrt_array *arrays, int32_t count) {
+  std::vector<HostArray> out;
+  if (count < 0 || (count > 0 && !arrays))
+    throw InvalidInput("no arrays");
+  for (int32_t i = 0; i < count; ++i) {
+    const zrt_array &a = arrays[i];
+    if (!a.name || !a.dtype || a.ndim < 0 || (a.ndim > 0 && !a.shape))
+      throw InvalidInput("array " + std::to_string(i) +
+                         " has no name, dtype or shape");
+    out.push_back({a.name, a.dtype, static_cast<const char *>(a.data),
+                   std::vector<int64_t>(a.shape, a.shape + a.ndim)});
+  }
+  return out;
+}
+
+bool ownsMpiAtExit = false;
+
+} // namespace
+
+extern "C" int32_t zrt_session_api_version(void) {
+  return ZRT_SESSION_API_VERSION;
+}
+
+extern "C" zrt_status zrt_session_open(const zrt_program *program, int32_t argc,
+                                       const char *const *argv,
+                                       zrt_session **out) {
+  if (!out)
+    return ZRT_FAILED;
+  *out = nullptr;
+  if (!program)
+    return ZRT_FAILED;
+  zrt_session *s = new (std::nothrow) zrt_session(program);
+  if (!s)
+    return ZRT_FAILED;
+  *out = s;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  std::vector<std::string> args = {"zero-session"};
+  for (int32_t i = 0; i < argc; ++i)
+    args.push_back(argv && argv[i] ? argv[i] : "");
+  std::vector<char *> ptrs;
+  for (std::string &a : args)
+    ptrs.push_back(a.data());
+  ptrs.push_back(nullptr);
+  try {
+    s->opened = s->driver.open(int(args.size()), ptrs.data());
+  } catch (const std::exception &e) {
+    s->message = e.what();
+    return ZRT_BROKEN;
+  }
+  if (!initialized && !ownsMpiAtExit) {
+    // MPI cannot start twice in a process: the first session's MPI ends
+    // with the process, so that the host can open another session. The
+    // handler runs before the destructors of the runtime's statics, which
+    // exist by now.
+    ownsMpiAtExit = true;
+    std::atexit([] { zrt_finalize(); });
+  }
+  if (!s->opened) {
+    s->message = s->driver.lastError().empty()
+                     ? "failed on another rank (its error says why)"
+                     : s->driver.lastError();
+    return ZRT_FAILED;
+  }
+  return ZRT_OK;
+}
+
+extern "C" const char *zrt_session_error(const zrt_session *s) {
+  return s ? s->message.c_str() : "no session";
+}
+
+extern "C" int32_t zrt_session_num_inputs(const zrt_session *s) {
+  return s && s->opened ? s->driver.numInputs() : 0;
+}
+
+extern "C" zrt_status zrt_session_input(const zrt_session *cs, int32_t index,
+                                        int32_t local, zrt_input_info *out) {
+  auto *s = const_cast<zrt_session *>(cs);
+  return guarded(s, [&] {
+    if (!out || index < 0 || index >= s->driver.numInputs())
+      throw InvalidInput("input index " + std::to_string(index) +
+                         " outside [0, " +
+                         std::to_string(s->driver.numInputs()) + ")");
+    const InputInfo &in = s->driver.input(index);
+    std::vector<int64_t> shape = s->driver.inputShape(index, local != 0);
+    if (shape.size() > 8)
+      throw std::runtime_error("input '" + in.name + "' has over 8 dims");
+    if (s->inputDtypes.size() != size_t(s->driver.numInputs()))
+      for (int32_t i = 0; i < s->driver.numInputs(); ++i)
+        s->inputDtypes.push_back(hostDtypeOf(s->driver.input(i)));
+    out->name = in.name.c_str();
+    out->dtype = s->inputDtypes[size_t(index)].c_str();
+    out->ndim = int32_t(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d)
+      out->shape[d] = shape[d];
+    return true;
+  });
+}
+
+extern "C" zrt_status zrt_session_step(zrt_session *s, const zrt_array *arrays,
+                                       int32_t count, int32_t local,
+                                       const char **record) {
+  return guarded(s, [&] {
+    s->record = s->driver.stepArrays(hostArrays(arrays, count), local != 0);
+    if (record)
+      *record = s->record.c_str();
+    return true;
+  });
+}
+
+extern "C" zrt_status zrt_session_evaluate(zrt_session *s,
+                                           const zrt_array *arrays,
+                                           int32_t count, int32_t local,
+                                           const char **record) {
+  return guarded(s, [&] {
+    s->record = s->driver.evaluateArrays(hostArrays(arrays, count), local != 0);
+    if (record)
+      *record = s->record.c_str();
+    return true;
+  });
+}
+
+extern "C" zrt_status zrt_session_save(zrt_session *s, const char *dir) {
+  return guarded(s, [&] { return s->driver.saveTo(dir ? dir : ""); });
+}
+
+extern "C" zrt_status zrt_session_load(zrt_session *s, const char *dir) {
+  return guarded(s, [&] { return s->driver.loadFrom(dir ? dir : ""); });
+}
+
+extern "C" zrt_status zrt_session_export_hf(zrt_session *s, const char *dir) {
+  return guarded(s, [&] { return s->driver.exportHfTo(dir ? dir : ""); });
+}
+
+extern "C" const char *zrt_session_manifest(const zrt_session *s) {
+  return s ? s->driver.manifestText() : "";
+}
+
+extern "C" int32_t zrt_session_rank(const zrt_session *s) {
+  return s && s->opened ? s->driver.rank() : 0;
+}
+
+extern "C" int32_t zrt_session_world_size(const zrt_session *s) {
+  return s && s->opened ? s->driver.worldSize() : 0;
+}
+
+extern "C" int64_t zrt_session_steps(const zrt_session *s) {
+  return s && s->opened ? s->driver.stepsTaken() : 0;
+}
+
+extern "C" int64_t zrt_session_peak_bytes(const zrt_session *s) {
+  return s && s->opened ? s->driver.peakBytes() : 0;
+}
+
+extern "C" void zrt_session_close(zrt_session *s) {
+  if (!s)
+    return;
+  if (s->opened && !s->broken)
+    s->driver.close();
+  delete s;
+}
