@@ -16,6 +16,8 @@ BUILD="${ZERO_BUILD_DIR:-$ROOT/build}"
 PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 clang-22
   cmake ninja-build ccache g++ python3 python3-venv python3-numpy
+  # Python's headers, for the zero_mlir package's extension (nanobind).
+  python3-dev
   libopenmpi-dev openmpi-bin libopenblas-dev nlohmann-json3-dev
   libbenchmark-dev libgtest-dev liburing-dev pkg-config
   # test/Cluster starts a private Slurm (about 3 MB to download).
@@ -81,3 +83,12 @@ fi
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
 cmake --build "$BUILD" "${targets[@]}"
+
+# The zero_mlir package (python/CMakeLists.txt) is built into
+# $BUILD/python_packages; a .pth file in the venv's site-packages puts that
+# folder on its path, as an editable install does, so that the venv's python
+# imports zero_mlir from any directory. The last build set up this way wins.
+if [ -d "$BUILD/python_packages/zero_mlir" ]; then
+  SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+  (cd "$BUILD/python_packages" && pwd) > "$SITE/zero_mlir.pth"
+fi

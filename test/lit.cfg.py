@@ -95,6 +95,13 @@ if config.zero_have_cuda.upper() in ("ON", "TRUE", "1", "YES"):
     if gpus >= 2:
         config.available_features.add("cuda-gpus-2")
 
+# The zero_mlir package (ZERO_ENABLE_PYTHON): `zero-python` when it was
+# built; %zero_python_packages is the folder to put on PYTHONPATH.
+if config.zero_have_python.upper() in ("ON", "TRUE", "1", "YES"):
+    config.available_features.add("zero-python")
+config.substitutions.append(("%zero_python_packages",
+                             config.zero_python_packages))
+
 tool_dirs = [config.zero_tools_dir, config.llvm_tools_dir]
 tools = ["zero-opt", "zero-model-gen", "zero-estimate", "zero-flight",
          "zero-compile", "zero-ckpt", "zero-run", "zero-tune", "zero-fuzz", "zero-import",

@@ -4,7 +4,8 @@
 //
 // Runs zero-pipeline, plans memory, verifies the schedule, lowers it to the
 // runtime ABI, emits an object file through LLVM and links it with the
-// runtime into an executable that `mpirun -np N` trains.
+// runtime into an executable that `mpirun -np N` trains, or into a shared
+// object whose host drives the step through zero_rt/session.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +26,7 @@
 #include "zero/Support/CommandLine.h"
 #include "zero/Support/ModelFile.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -55,11 +57,13 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::Optional,
                                       cl::cat(compileCat));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
                                        cl::init("train"), cl::cat(compileCat));
-static cl::opt<std::string> emit("emit",
-                                 cl::desc("What to write: exe (default), obj, "
-                                          "llvm (LLVM IR) or mlir (the "
-                                          "scheduled step)"),
-                                 cl::init("exe"), cl::cat(compileCat));
+static cl::opt<std::string>
+    emit("emit",
+         cl::desc("What to write: exe (default), shared "
+                  "(a library of zero_rt/session.h), "
+                  "obj, llvm (LLVM IR) or mlir (the "
+                  "scheduled step)"),
+         cl::init("exe"), cl::cat(compileCat));
 static cl::opt<std::string> target("target",
                                    cl::desc("Runtime backend: cpu or cuda"),
                                    cl::init("cpu"), cl::cat(compileCat));
@@ -212,8 +216,10 @@ int main(int argc, char **argv) {
   if (inputFile.empty())
     return fail("no input file (zero-compile model.mlir ...; --help lists "
                 "the options)");
-  if (emit != "exe" && emit != "obj" && emit != "llvm" && emit != "mlir")
-    return fail("--emit must be exe, obj, llvm or mlir, got '" + emit + "'");
+  if (emit != "exe" && emit != "shared" && emit != "obj" && emit != "llvm" &&
+      emit != "mlir")
+    return fail("--emit must be exe, shared, obj, llvm or mlir, got '" + emit +
+                "'");
   if (target != "cpu" && target != "cuda")
     return fail("--target must be cpu or cuda, got '" + target + "'");
   std::string libDir = ZERO_RUNTIME_LIBRARY_DIR;
@@ -311,25 +317,61 @@ int main(int argc, char **argv) {
   auto linker = sys::findProgramByName("mpicxx");
   if (!linker)
     return fail("mpicxx not found on PATH (install openmpi-bin)");
-  std::vector<std::string> args = {*linker, objPath,
-                                   libDir + "/libzero_runtime_main.a"};
+  bool shared = emit == "shared";
+  std::vector<std::string> args = {*linker, objPath};
+  if (!shared)
+    args.push_back(libDir + "/libzero_runtime_main.a");
   // LLVM's lld, where it was installed beside LLVM, links the runtime
   // archive about three times faster than the system's ld.bfd.
   std::string lldDir = ZERO_LLVM_TOOLS_DIR;
   if (sys::fs::can_execute(lldDir + "/ld.lld"))
     args.insert(args.begin() + 1, {"-B" + lldDir, "-fuse-ld=lld"});
+  // A library exports the session calls, which nothing in the program
+  // object references: the backend's archive goes in whole.
+  auto addBackend = [&](const std::string &archive) {
+    if (shared)
+      args.insert(args.end(),
+                  {"-Wl,--whole-archive", archive, "-Wl,--no-whole-archive"});
+    else
+      args.push_back(archive);
+  };
   if (target == "cuda") {
     auto linkLine = MemoryBuffer::getFile(cudaLinkFile);
     if (!linkLine)
       return fail("cannot read '" + cudaLinkFile + "'");
     SmallVector<StringRef> flags;
     (*linkLine)->getBuffer().split(flags, ' ', -1, /*KeepEmpty=*/false);
-    for (StringRef flag : flags)
-      args.push_back(flag.trim().str());
+    for (StringRef flag : flags) {
+      flag = flag.trim();
+      if (sys::path::filename(flag) == "libzero_runtime_cuda.a")
+        addBackend(flag.str());
+      else
+        args.push_back(flag.str());
+    }
   } else {
+    addBackend(libDir + "/libzero_runtime.a");
     // liburing: the swap-file I/O of an optimizer offloaded to NVMe.
-    args.insert(args.end(), {libDir + "/libzero_runtime.a", "-lopenblas",
-                             "-luring", "-fopenmp"});
+    args.insert(args.end(), {"-lopenblas", "-luring", "-fopenmp"});
+  }
+  // The library exports the session calls and the program only: the
+  // runtime's own symbols (and the C++ libraries' inlined copies) stay
+  // private, so that they cannot clash with what else the host loads.
+  SmallString<128> versionScript;
+  if (shared) {
+    int fd;
+    if ((ec = sys::fs::createTemporaryFile("zero-compile", "map", fd,
+                                           versionScript)))
+      return fail("cannot write a version script: " + ec.message());
+    raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << "{\n  global: zrt_session_*; zero_program;\n  local: *;\n};\n";
+    os.close();
+    if (os.has_error())
+      return fail("cannot write '" + versionScript + "'");
+    // -z defs: a symbol the runtime needs and no library defines fails the
+    // link rather than the host's dlopen.
+    args.insert(args.begin() + 1,
+                {"-shared", "-Wl,-z,defs",
+                 "-Wl,--version-script=" + versionScript.str().str()});
   }
   args.insert(args.end(), {"-o", outputFile});
   std::vector<StringRef> argRefs(args.begin(), args.end());
@@ -337,6 +379,8 @@ int main(int argc, char **argv) {
   int rc = sys::ExecuteAndWait(*linker, argRefs, std::nullopt, {}, 0, 0,
                                &linkError);
   sys::fs::remove(objPath);
+  if (!versionScript.empty())
+    sys::fs::remove(versionScript);
   if (rc != 0)
     return fail("linking failed" +
                 (linkError.empty() ? "" : ": " + linkError));
