@@ -59,7 +59,10 @@ constexpr const char *kBf16Dtype = "<u2";
   X(exportHf, export_hf)                                                       \
   X(offload, offload)                                                          \
   X(reload, reload)                                                            \
+  X(offloadedBytes, offloaded_bytes)                                           \
   X(manifest, manifest)                                                        \
+  X(rank, rank)                                                                \
+  X(worldSize, world_size)                                                     \
   X(steps, steps)                                                              \
   X(peakBytes, peak_bytes)                                                     \
   X(close, close)
@@ -316,6 +319,9 @@ public:
 
   std::string manifest() { return lib.manifest(live(true)); }
   int64_t steps() { return lib.steps(live(true)); }
+  int32_t rank() { return lib.rank(live(true)); }
+  int32_t worldSize() { return lib.worldSize(live(true)); }
+  int64_t offloadedBytes() { return lib.offloadedBytes(live(true)); }
   int64_t peakBytes() { return lib.peakBytes(live(true)); }
 
 private:
@@ -404,5 +410,8 @@ NB_MODULE(_core, m) {
       .def("reload", &Session::reload)
       .def("manifest", &Session::manifest)
       .def("steps", &Session::steps)
+      .def("rank", &Session::rank)
+      .def("world_size", &Session::worldSize)
+      .def("offloaded_bytes", &Session::offloadedBytes)
       .def("peak_bytes", &Session::peakBytes);
 }

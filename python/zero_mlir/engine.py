@@ -167,6 +167,20 @@ class Engine:
         self._live().reload()
 
     @property
+    def offloaded_bytes(self):
+        """The host memory holding the arenas while offloaded (0 else)."""
+        return self._live().offloaded_bytes()
+
+    @property
+    def rank(self):
+        """This process's rank."""
+        return self._live().rank()
+
+    @property
+    def world_size(self):
+        return self._live().world_size()
+
+    @property
     def steps(self):
         """Optimizer steps taken, a resumed checkpoint's included."""
         return self._live().steps()

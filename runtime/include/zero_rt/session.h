@@ -67,6 +67,14 @@ typedef struct zrt_input_info {
   int64_t shape[8];
 } zrt_input_info;
 
+/* A tensor streamed out of the session, valid until the next call. */
+typedef struct zrt_tensor {
+  const char *name;
+  const float *data;
+  int32_t ndim;
+  int64_t shape[8];
+} zrt_tensor;
+
 /* The runtime's ZRT_SESSION_API_VERSION, for a host to check. */
 int32_t zrt_session_api_version(void);
 
@@ -102,12 +110,31 @@ zrt_status zrt_session_evaluate(zrt_session *session, const zrt_array *arrays,
                                 int32_t count, int32_t local,
                                 const char **record);
 
+/* The full fp32 parameters as --export-hf writes them (Hugging Face names
+ * for an imported model, LoRA merged; the checkpoint's names otherwise),
+ * gathered about `bucket_bytes` at a time (collective: every rank calls
+ * next until it returns a tensor with a null name). `rank` -1 delivers
+ * every tensor to every rank, else to that rank only (the others get names
+ * and shapes with null data). */
+zrt_status zrt_session_parameters_begin(zrt_session *session,
+                                        int64_t bucket_bytes, int32_t rank);
+zrt_status zrt_session_parameters_next(zrt_session *session, zrt_tensor *out);
+
 /* Checkpoints (collective): the executable's --save/--resume format, with
  * its resharding. */
 zrt_status zrt_session_save(zrt_session *session, const char *dir);
 zrt_status zrt_session_load(zrt_session *session, const char *dir);
 /* --export-hf's directory (collective). */
 zrt_status zrt_session_export_hf(zrt_session *session, const char *dir);
+
+/* Moves the arenas and optimizer states to host memory and back
+ * (collective): the device's memory is freed (the CPU backend's arenas go
+ * back to the system). A step after reload is bitwise the step without the
+ * pair; between them only close is allowed. */
+zrt_status zrt_session_offload(zrt_session *session);
+zrt_status zrt_session_reload(zrt_session *session);
+/* The bytes held in host memory while offloaded (0 otherwise). */
+int64_t zrt_session_offloaded_bytes(const zrt_session *session);
 
 /* The manifest (JSON), the plan the compiler wrote into it included. */
 const char *zrt_session_manifest(const zrt_session *session);

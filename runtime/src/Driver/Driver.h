@@ -59,6 +59,17 @@ public:
   bool loadFrom(const std::string &dir);
   /// Writes --export-hf's directory `dir`.
   bool exportHfTo(const std::string &dir);
+  /// Starts streaming the parameters as --export-hf writes them, about
+  /// `bucketBytes` gathered at a time, to `root` (-1: every rank).
+  void parametersBegin(int64_t bucketBytes, int32_t root);
+  /// The next tensor of the stream (without data on ranks that do not
+  /// receive it); null past the last.
+  const Tensor *parametersNext();
+  /// Moves the arenas to host memory and back (bitwise).
+  void offload();
+  void reload();
+  bool isOffloaded() const { return offloaded; }
+  int64_t offloadedBytes() const { return int64_t(held.size()); }
   /// Ends the session's threads (collective).
   void close();
   /// Why the last call failed on this rank ("" if it did not say).
@@ -185,6 +196,20 @@ private:
   bool stepsGiven = false;
   /// The last error this rank printed.
   mutable std::string lastMessage;
+  /// The library's parameter stream: groups of parameters gathered
+  /// together (a LoRA layer's base and adapters in one), the next bucket's
+  /// first group, the gathered tensors not yet handed out and the one that
+  /// was.
+  std::vector<std::vector<int32_t>> streamGroups;
+  size_t streamNext = 0;
+  int64_t streamBucketBytes = 0;
+  int32_t streamRoot = -1;
+  std::vector<Tensor> streamReady;
+  size_t streamAt = 0;
+  Tensor streamCurrent;
+  /// The arenas' contents while offloaded.
+  std::vector<char> held;
+  bool offloaded = false;
   LoadStats loaded{};
   /// The tensors of a Hugging Face model that the step never uses, as
   /// --init-from read them (rank 0, for --export-hf).

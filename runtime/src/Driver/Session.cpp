@@ -13,8 +13,10 @@
 #include "Collectives/Collectives.h"
 #include "Data/Files.h"
 #include "Data/WeightFiles.h"
+#include "Device/Device.h"
 #include "Driver/Driver.h"
 #include "Driver/Interrupt.h"
+#include "Driver/State.h"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
@@ -197,6 +199,137 @@ bool Driver::exportHfTo(const std::string &dir) {
   return ok;
 }
 
+void Driver::parametersBegin(int64_t bucketBytes, int32_t root) {
+  const Manifest &m = manifest;
+  if (bucketBytes < 1)
+    throw InvalidInput("bucket_bytes " + std::to_string(bucketBytes) +
+                       " is not positive");
+  if (root < -1 || root >= ctx.world)
+    throw InvalidInput("rank " + std::to_string(root) +
+                       " outside the world "
+                       "of " +
+                       std::to_string(ctx.world) + " rank(s)");
+  // --export-hf merges each LoRA layer: its base and adapters travel
+  // together, in the base's place.
+  bool merging = m.peft && m.hfModel;
+  std::vector<int32_t> groupOf(m.params.size(), -1);
+  std::vector<std::vector<int32_t>> groups;
+  auto indexOf = [&](const std::string &name) {
+    for (size_t k = 0; k < m.params.size(); ++k)
+      if (m.params[k].name == name)
+        return int32_t(k);
+    throw std::runtime_error("LoRA layer's tensor '" + name +
+                             "' is not a parameter");
+  };
+  if (merging)
+    for (const manifest::Lora &l : m.peft->layers) {
+      std::vector<int32_t> group = {indexOf(l.base), indexOf(l.a),
+                                    indexOf(l.b)};
+      for (int32_t k : group)
+        groupOf[size_t(k)] = int32_t(groups.size());
+      groups.push_back(group);
+    }
+  streamGroups.clear();
+  std::vector<bool> placed(groups.size(), false);
+  for (size_t k = 0; k < m.params.size(); ++k) {
+    int32_t g = groupOf[k];
+    if (g < 0) {
+      streamGroups.push_back({int32_t(k)});
+    } else if (!placed[size_t(g)]) {
+      placed[size_t(g)] = true;
+      streamGroups.push_back(groups[size_t(g)]);
+    }
+  }
+  streamNext = 0;
+  streamBucketBytes = bucketBytes;
+  streamRoot = root;
+  streamReady.clear();
+  streamAt = 0;
+}
+
+const Tensor *Driver::parametersNext() {
+  const Manifest &m = manifest;
+  if (streamAt == streamReady.size()) {
+    streamReady.clear();
+    streamAt = 0;
+    if (streamNext == streamGroups.size())
+      return nullptr;
+    // One bucket: whole groups up to the bytes (at least one).
+    std::vector<int32_t> list;
+    int64_t bytes = 0;
+    while (streamNext < streamGroups.size()) {
+      int64_t group = 0;
+      for (int32_t k : streamGroups[streamNext])
+        group += m.params[size_t(k)].numel * 4;
+      if (!list.empty() && bytes + group > streamBucketBytes)
+        break;
+      bytes += group;
+      list.insert(list.end(), streamGroups[streamNext].begin(),
+                  streamGroups[streamNext].end());
+      ++streamNext;
+    }
+    streamReady = gatherParameterList(ctx, list, streamRoot);
+    if (m.peft && m.hfModel) {
+      // The layers whose tensors this bucket holds, merged as export does
+      // (names lose the PEFT prefix), on every rank alike.
+      manifest::Peft some = *m.peft;
+      some.layers.clear();
+      for (const manifest::Lora &l : m.peft->layers)
+        for (const Tensor &t : streamReady)
+          if (t.name == l.base)
+            some.layers.push_back(l);
+      bool receives = streamRoot < 0 || ctx.rank == streamRoot;
+      if (receives) {
+        streamReady = mergeAdapters(some, std::move(streamReady));
+      } else {
+        // Names and shapes only: merge zero-filled stand-ins.
+        for (Tensor &t : streamReady) {
+          int64_t n = 1;
+          for (int64_t d : t.shape)
+            n *= d;
+          t.data.assign(size_t(n), 0.0f);
+        }
+        streamReady = mergeAdapters(some, std::move(streamReady));
+        for (Tensor &t : streamReady)
+          std::vector<float>().swap(t.data);
+      }
+    }
+  }
+  streamCurrent = std::move(streamReady[streamAt++]);
+  return &streamCurrent;
+}
+
+void Driver::offload() {
+  const Manifest &m = manifest;
+  if (offloaded)
+    throw InvalidInput("the session is offloaded already");
+  std::vector<char> copy(size_t(m.persistentBytes + m.arenaBytes));
+  device::download(copy.data(), ctx.persistent, m.persistentBytes);
+  device::download(copy.data() + m.persistentBytes, ctx.step, m.arenaBytes);
+  zrt_arena_destroy(ctx.persistentArena);
+  zrt_arena_destroy(ctx.stepArena);
+  ctx.persistentArena = ctx.stepArena = nullptr;
+  ctx.persistent = ctx.step = nullptr;
+  held = std::move(copy);
+  offloaded = true;
+}
+
+void Driver::reload() {
+  const Manifest &m = manifest;
+  if (!offloaded)
+    throw InvalidInput("the session is not offloaded");
+  // Counted whole, as createContext does.
+  ctx.persistentArena = zrt_arena_create(m.persistentBytes);
+  ctx.stepArena = zrt_arena_create(m.arenaBytes);
+  ctx.persistent = static_cast<char *>(
+      zrt_arena_at(ctx.persistentArena, 0, m.persistentBytes));
+  ctx.step = static_cast<char *>(zrt_arena_at(ctx.stepArena, 0, m.arenaBytes));
+  device::upload(ctx.persistent, held.data(), m.persistentBytes);
+  device::upload(ctx.step, held.data() + m.persistentBytes, m.arenaBytes);
+  std::vector<char>().swap(held);
+  offloaded = false;
+}
+
 //===----------------------------------------------------------------------===//
 // The C API
 //===----------------------------------------------------------------------===//
@@ -213,10 +346,14 @@ namespace {
 
 /// Runs `fn`, turning what it throws into a status and the message.
 template <typename Fn>
-zrt_status guarded(zrt_session *s, const Fn &fn) {
+zrt_status guarded(zrt_session *s, const Fn &fn, bool offloadCall = false) {
   if (!s)
     return ZRT_FAILED;
   s->message.clear();
+  if (s->driver.isOffloaded() && !offloadCall) {
+    s->message = "the session is offloaded: reload() it first";
+    return ZRT_FAILED;
+  }
   if (!s->opened || s->broken) {
     s->message = s->broken ? "the session is broken by an earlier error; "
                              "close it"
@@ -374,6 +511,56 @@ extern "C" zrt_status zrt_session_load(zrt_session *s, const char *dir) {
 
 extern "C" zrt_status zrt_session_export_hf(zrt_session *s, const char *dir) {
   return guarded(s, [&] { return s->driver.exportHfTo(dir ? dir : ""); });
+}
+
+extern "C" zrt_status zrt_session_parameters_begin(zrt_session *s,
+                                                   int64_t bucket_bytes,
+                                                   int32_t rank) {
+  return guarded(s, [&] {
+    s->driver.parametersBegin(bucket_bytes, rank);
+    return true;
+  });
+}
+
+extern "C" zrt_status zrt_session_parameters_next(zrt_session *s,
+                                                  zrt_tensor *out) {
+  return guarded(s, [&] {
+    if (!out)
+      throw InvalidInput("no tensor to fill");
+    *out = zrt_tensor{};
+    const Tensor *t = s->driver.parametersNext();
+    if (!t)
+      return true;
+    if (t->shape.size() > 8)
+      throw std::runtime_error("parameter '" + t->name + "' has over 8 dims");
+    out->name = t->name.c_str();
+    out->data = t->data.empty() ? nullptr : t->data.data();
+    out->ndim = int32_t(t->shape.size());
+    for (size_t d = 0; d < t->shape.size(); ++d)
+      out->shape[d] = t->shape[d];
+    return true;
+  });
+}
+
+extern "C" zrt_status zrt_session_offload(zrt_session *s) {
+  return guarded(s, [&] {
+    s->driver.offload();
+    return true;
+  });
+}
+
+extern "C" zrt_status zrt_session_reload(zrt_session *s) {
+  return guarded(
+      s,
+      [&] {
+        s->driver.reload();
+        return true;
+      },
+      /*offloadCall=*/true);
+}
+
+extern "C" int64_t zrt_session_offloaded_bytes(const zrt_session *s) {
+  return s && s->opened ? s->driver.offloadedBytes() : 0;
 }
 
 extern "C" const char *zrt_session_manifest(const zrt_session *s) {

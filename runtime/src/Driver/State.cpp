@@ -21,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <stdexcept>
 
 using namespace zrt;
 
@@ -146,6 +147,38 @@ void zrt::loadOwnedMasters(const zrt_ctx &ctx, int32_t p, float *dst) {
              n * part.computeBytes);
   dispatchFloat(part.computeDtype, [&](auto tag) {
     toFloat(reinterpret_cast<const decltype(tag) *>(params.data()), dst, n);
+  });
+}
+
+void zrt::loadOwnedMasterRange(const zrt_ctx &ctx, int32_t p, int64_t begin,
+                               int64_t count, float *dst) {
+  const PartitionInfo &part = ctx.manifest->partitions[size_t(p)];
+  int64_t n = ctx.manifest->owned(part, ctx.rank).size();
+  if (begin < 0 || count < 0 || begin + count > n)
+    throw std::runtime_error("owned range [" + std::to_string(begin) + ", " +
+                             std::to_string(begin + count) + ") outside the " +
+                             std::to_string(n) + " elements of partition '" +
+                             part.name + "'");
+  bool masters = (!part.frozen || part.paramsAreMasters) && !part.masters16();
+  BufferKind kind = masters ? masterKind(ctx, p) : kParams;
+  if (ctx.onNvme(p, kind)) {
+    // The swap file reads whole buffers.
+    std::vector<float> all(static_cast<size_t>(n));
+    loadOwnedMasters(ctx, p, all.data());
+    std::memcpy(dst, all.data() + begin, size_t(count) * 4);
+    return;
+  }
+  if (masters) {
+    loadBuffer(ctx, p, kind, dst, ownedMasters(ctx, p) + begin, count * 4);
+    return;
+  }
+  std::vector<char> params(size_t(count * part.computeBytes));
+  loadBuffer(ctx, p, kParams, params.data(),
+             static_cast<const char *>(ownedParams(ctx, p)) +
+                 begin * part.computeBytes,
+             count * part.computeBytes);
+  dispatchFloat(part.computeDtype, [&](auto tag) {
+    toFloat(reinterpret_cast<const decltype(tag) *>(params.data()), dst, count);
   });
 }
 
@@ -316,6 +349,80 @@ std::vector<Tensor> zrt::gatherParameters(zrt_ctx &ctx) {
               param.name.c_str(), double(src[e]));
     tensors.push_back({param.name, param.exportShape(),
                        std::vector<float>(src, src + param.exportNumel())});
+  }
+  return tensors;
+}
+
+std::vector<Tensor> zrt::gatherParameterList(zrt_ctx &ctx,
+                                             const std::vector<int32_t> &list,
+                                             int root) {
+  const Manifest &m = *ctx.manifest;
+  bool receives = root < 0 || ctx.rank == root;
+  std::vector<Tensor> tensors;
+  for (int32_t k : list) {
+    const ParamInfo &param = m.params[size_t(k)];
+    int32_t p = param.partition;
+    const PartitionInfo &part = m.partitions[size_t(p)];
+    if (part.expert && m.expertParallel > 1)
+      throw std::runtime_error("parameter '" + param.name +
+                               "' is split over expert-parallel ranks, "
+                               "which streaming does not gather (export_hf "
+                               "does)");
+    std::vector<float> full(receives ? size_t(param.numel) : 0);
+    Range want{param.offset, param.offset + param.numel};
+    auto piece = [&](int rank) {
+      Range own = m.owned(part, rank);
+      return Range{std::max(own.begin, want.begin),
+                   std::min(own.end, want.end)};
+    };
+    if (m.stage == 0) {
+      // Every rank holds every parameter.
+      if (receives)
+        loadOwnedMasterRange(ctx, p, want.begin, param.numel, full.data());
+    } else {
+      if (param.numel > std::numeric_limits<int>::max())
+        throw std::runtime_error("parameter '" + param.name +
+                                 "' exceeds MPI's int counts");
+      // The first shard group's ranks hold every element once.
+      int members = m.shardGroupSize(part);
+      std::vector<int> counts(size_t(ctx.world), 0), displs(size_t(ctx.world));
+      int64_t covered = 0;
+      for (int r = 0; r < members && r < ctx.world; ++r) {
+        Range at = piece(r);
+        counts[size_t(r)] = int(at.size());
+        displs[size_t(r)] = int(at.size() > 0 ? at.begin - want.begin : 0);
+        covered += at.size();
+      }
+      if (covered != param.numel)
+        throw std::runtime_error("parameter '" + param.name +
+                                 "': the first shard group holds " +
+                                 std::to_string(covered) + " of its " +
+                                 std::to_string(param.numel) + " elements");
+      Range mine = ctx.rank < members ? piece(ctx.rank) : Range{};
+      std::vector<float> sent(size_t(mine.size()));
+      if (mine.size() > 0)
+        loadOwnedMasterRange(ctx, p, mine.begin - m.owned(part, ctx.rank).begin,
+                             mine.size(), sent.data());
+      if (root < 0)
+        MPI_Allgatherv(sent.data(), int(sent.size()), MPI_FLOAT, full.data(),
+                       counts.data(), displs.data(), MPI_FLOAT, MPI_COMM_WORLD);
+      else
+        MPI_Gatherv(sent.data(), int(sent.size()), MPI_FLOAT, full.data(),
+                    counts.data(), displs.data(), MPI_FLOAT, root,
+                    MPI_COMM_WORLD);
+    }
+    Tensor t{param.name, param.exportShape(), {}};
+    if (receives) {
+      for (int64_t e = param.exportNumel(); e < param.numel; ++e)
+        if (full[size_t(e)] != 0.0f)
+          throw std::runtime_error(
+              "padding row " +
+              std::to_string(e / (param.numel / param.shape[0])) + " of '" +
+              param.name + "' is not 0: its gradient was not masked");
+      full.resize(size_t(param.exportNumel()));
+      t.data = std::move(full);
+    }
+    tensors.push_back(std::move(t));
   }
   return tensors;
 }

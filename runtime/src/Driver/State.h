@@ -54,6 +54,15 @@ BufferKind masterKind(const zrt_ctx &ctx, int32_t p);
 /// it owns) into `dst`: its masters, or a frozen 16-bit partition's params
 /// widened exactly.
 void loadOwnedMasters(const zrt_ctx &ctx, int32_t p, float *dst);
+/// Local: `count` of those values from the `begin`th on.
+void loadOwnedMasterRange(const zrt_ctx &ctx, int32_t p, int64_t begin,
+                          int64_t count, float *dst);
+/// Collective: the fp32 values of parameters `list` (indices of the
+/// manifest's params, not split over expert-parallel ranks), as
+/// gatherParameters gives them, on `root` (-1: every rank; elsewhere
+/// tensors without data). Only the tensors themselves are allocated.
+std::vector<Tensor>
+gatherParameterList(zrt_ctx &ctx, const std::vector<int32_t> &list, int root);
 /// Local: the reverse: the masters, or a frozen 16-bit partition's owned
 /// params rounded from `src` as the cast kernel rounds.
 void storeOwnedMasters(zrt_ctx &ctx, int32_t p, const float *src);
