@@ -60,6 +60,7 @@ constexpr const char *kBf16Dtype = "<u2";
   X(offload, offload)                                                          \
   X(reload, reload)                                                            \
   X(offloadedBytes, offloaded_bytes)                                           \
+  X(streamPeakBytes, stream_peak_bytes)                                        \
   X(manifest, manifest)                                                        \
   X(rank, rank)                                                                \
   X(worldSize, world_size)                                                     \
@@ -322,6 +323,7 @@ public:
   int32_t rank() { return lib.rank(live(true)); }
   int32_t worldSize() { return lib.worldSize(live(true)); }
   int64_t offloadedBytes() { return lib.offloadedBytes(live(true)); }
+  int64_t streamPeakBytes() { return lib.streamPeakBytes(live(true)); }
   int64_t peakBytes() { return lib.peakBytes(live(true)); }
 
 private:
@@ -413,5 +415,6 @@ NB_MODULE(_core, m) {
       .def("rank", &Session::rank)
       .def("world_size", &Session::worldSize)
       .def("offloaded_bytes", &Session::offloadedBytes)
+      .def("stream_peak_bytes", &Session::streamPeakBytes)
       .def("peak_bytes", &Session::peakBytes);
 }

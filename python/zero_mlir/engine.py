@@ -172,6 +172,12 @@ class Engine:
         return self._live().offloaded_bytes()
 
     @property
+    def stream_peak_bytes(self):
+        """The most bytes of gathered tensors named_parameters held at once
+        on this rank (host memory; the device holds the plan alone)."""
+        return self._live().stream_peak_bytes()
+
+    @property
     def rank(self):
         """This process's rank."""
         return self._live().rank()

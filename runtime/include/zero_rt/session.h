@@ -119,6 +119,11 @@ zrt_status zrt_session_evaluate(zrt_session *session, const zrt_array *arrays,
 zrt_status zrt_session_parameters_begin(zrt_session *session,
                                         int64_t bucket_bytes, int32_t rank);
 zrt_status zrt_session_parameters_next(zrt_session *session, zrt_tensor *out);
+/* The most bytes of gathered tensors this rank's streams held at once:
+ * at most bucket_bytes, or a larger group's (one tensor, or a LoRA layer's
+ * base and adapters) where one exceeds it. The gathers go through host
+ * memory: the device holds the plan alone. */
+int64_t zrt_session_stream_peak_bytes(const zrt_session *session);
 
 /* Checkpoints (collective): the executable's --save/--resume format, with
  * its resharding. */

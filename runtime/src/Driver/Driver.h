@@ -69,6 +69,7 @@ public:
   void offload();
   void reload();
   bool isOffloaded() const { return offloaded; }
+  int64_t streamPeakBytes() const { return streamPeak; }
   int64_t offloadedBytes() const { return int64_t(held.size()); }
   /// Ends the session's threads (collective).
   void close();
@@ -207,6 +208,8 @@ private:
   std::vector<Tensor> streamReady;
   size_t streamAt = 0;
   Tensor streamCurrent;
+  /// The most bytes of gathered tensors the stream held at once.
+  int64_t streamPeak = 0;
   /// The arenas' contents while offloaded.
   std::vector<char> held;
   bool offloaded = false;

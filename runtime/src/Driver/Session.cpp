@@ -295,7 +295,13 @@ const Tensor *Driver::parametersNext() {
       }
     }
   }
+  // What the stream holds: the bucket's tensors not yet handed out and the
+  // one handed out last.
   streamCurrent = std::move(streamReady[streamAt++]);
+  int64_t held = int64_t(streamCurrent.data.size()) * 4;
+  for (size_t k = streamAt; k < streamReady.size(); ++k)
+    held += int64_t(streamReady[k].data.size()) * 4;
+  streamPeak = std::max(streamPeak, held);
   return &streamCurrent;
 }
 
@@ -561,6 +567,10 @@ extern "C" zrt_status zrt_session_reload(zrt_session *s) {
 
 extern "C" int64_t zrt_session_offloaded_bytes(const zrt_session *s) {
   return s && s->opened ? s->driver.offloadedBytes() : 0;
+}
+
+extern "C" int64_t zrt_session_stream_peak_bytes(const zrt_session *s) {
+  return s && s->opened ? s->driver.streamPeakBytes() : 0;
 }
 
 extern "C" const char *zrt_session_manifest(const zrt_session *s) {

@@ -7,14 +7,16 @@ reads for it (rows [s * R, (s + 1) * R) for R rows a step) under the step's
 input names. Between the first steps it makes each kind of bad call (a wrong
 shape, a wrong dtype, a missing input, an unknown name), each of which must
 raise ValueError naming the input on every rank and change nothing; half
-way it offloads and reloads the session. Rank 0 writes each step's record
+way it offloads and reloads the session, saves a checkpoint, and from there
+on passes each rank's own rows (local=True). After the last step it loads
+the checkpoint and trains three steps again, which must repeat the records
+of the steps after it. Rank 0 writes each step's record
 as a line of LOG, as --log-json does, and says what it saw; then the
 parameters are streamed in small buckets and compared with what export_hf
 writes into EXPORT.
 """
 
 import json
-import resource
 import sys
 
 import numpy as np
@@ -24,6 +26,7 @@ from safetensors.numpy import load_file
 
 def main():
     library, weights, ids, labels, steps, log, export = sys.argv[1:]
+    bucket = 64 << 10
     ids, labels, steps = np.load(ids), np.load(labels), int(steps)
     with zero_mlir.Engine(library, init_from=weights, quiet=True) as engine:
         say = print if engine.rank == 0 else (lambda *a: None)
@@ -63,14 +66,37 @@ def main():
                 except RuntimeError as e:
                     say("while offloaded:", e)
                 engine.reload()
+            if s == steps // 2:
+                engine.save("ckpt")
             x, y = batch(s)
-            records.append(engine.step(input_ids=x, labels=y))
+            if s < steps // 2:
+                records.append(engine.step(input_ids=x, labels=y))
+            else:
+                # This rank's rows of the global batch (one micro step).
+                n = engine.local_inputs[0]["shape"][0]
+                mine = slice(engine.rank * n, (engine.rank + 1) * n)
+                records.append(engine.step(local=True, input_ids=x[mine],
+                                           labels=y[mine]))
         say("steps", engine.steps)
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         streamed = {name: array for name, array in
-                    engine.named_parameters(bucket_bytes=64 << 10)}
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                    engine.named_parameters(bucket_bytes=bucket)}
+        largest = max(a.nbytes for a in streamed.values())
+        say("streaming: device peak", engine.last_peak_bytes, "plan",
+            engine.plan["peak_bytes"], "; held at most",
+            engine.stream_peak_bytes, "of a bucket of", bucket,
+            "(largest tensor %d)" % largest)
+        say("within the bucket:",
+            engine.stream_peak_bytes <= max(bucket, largest) and
+            engine.last_peak_bytes <= engine.plan["peak_bytes"])
         engine.export_hf(export)
+        engine.load("ckpt")
+        say("loaded at step", engine.steps)
+        again = [engine.step(input_ids=x, labels=y)
+                 for x, y in map(batch, range(steps // 2, steps // 2 + 3))]
+        say("after load the same records:",
+            [a == b for a, b in
+             zip([dict(r, step_ms=0) for r in again],
+                 [dict(r, step_ms=0) for r in records[steps // 2:]])])
         if engine.rank == 0:
             with open(log, "w") as f:
                 for r in records:
@@ -81,10 +107,6 @@ def main():
                 np.array_equal(streamed[k], written[k]) for k in written)
             say("streamed", len(streamed), "tensors, bitwise the export:",
                 same)
-            print("streaming: host peak grew by %d KiB (bucket 64 KiB, "
-                  "parameters %d KiB)" % (after - before, sum(
-                      a.nbytes for a in streamed.values()) >> 10),
-                  file=sys.stderr)
 
 
 if __name__ == "__main__":

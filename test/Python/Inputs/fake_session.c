@@ -190,6 +190,7 @@ const char *zrt_session_manifest(const zrt_session *s) {
 }
 
 int64_t zrt_session_offloaded_bytes(const zrt_session *s) { return 0; }
+int64_t zrt_session_stream_peak_bytes(const zrt_session *s) { return 0; }
 int32_t zrt_session_rank(const zrt_session *s) { return 0; }
 int32_t zrt_session_world_size(const zrt_session *s) { return 1; }
 int64_t zrt_session_steps(const zrt_session *s) { return s->steps; }
