@@ -22,7 +22,7 @@
 #
 # Other settings (environment): ONLY (a subset of "machine compile_time
 # kernels comm calibrate e2e tune offload nvme gather_once quant zeropp
-# long_context packing", the default, and "peers", which runs only when named: it
+# long_context packing streaming", the default, and "peers", which runs only when named: it
 # installs its own Python environment from PyPI, bench/peers/venv.sh),
 # BENCH_PARAMS (elements per array of the kernel benchmark, 64M),
 # BENCH_ROUNDS (15),
@@ -43,7 +43,7 @@ root=$(cd "$here/.." && pwd)
 out=$here/results
 mkdir -p "$out"
 mpirun_cmd=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
-only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once quant zeropp long_context packing}
+only=${ONLY:-machine compile_time kernels comm calibrate e2e tune offload nvme gather_once quant zeropp long_context packing streaming}
 want() { [[ " $only " == *" $1 "* ]]; }
 
 targets=(zero-opt zero-compile zero-model-gen zero-tune zero_runtime zero_runtime_main)
@@ -223,6 +223,12 @@ if want packing; then
   python3 "$here/packing.py" --build "$build" --out "$out/packing.json" \
     --rounds "${PACKING_ROUNDS:-3}" --steps "${PACKING_STEPS:-8}" \
     --mpirun "$mpirun_cmd"
+fi
+
+if want streaming; then
+  echo "== a 124M model's weights streamed out of a session on 2 ranks"
+  python3 "$here/streaming.py" --build "$build" --out "$out/streaming.json" \
+    --rounds "${STREAMING_ROUNDS:-3}" --mpirun "$mpirun_cmd"
 fi
 
 if want peers; then

@@ -21,6 +21,7 @@ from update_docs_gpu import (sec_gather_once, sec_gpu, sec_gpu_offload,
                              sec_gpu_profile, sec_nvme, sec_offload, sec_quant,
                              sec_transfer)
 from update_docs_peers import (sec_long_context, sec_packing, sec_peers,
+                               sec_streaming,
                                sec_zeropp)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,6 +57,7 @@ SECTIONS = {
     "zeropp": sec_zeropp,
     "long_context": sec_long_context,
     "packing": sec_packing,
+    "streaming": sec_streaming,
 }
 
 

@@ -325,3 +325,26 @@ def sec_packing(r):
             l["tokens_per_s"], "%.2f" % doc["ratio"] if name == "packed"
             else "1"))
     return "\n".join(out)
+
+
+def sec_streaming(r):
+    """bench/streaming.py: a 124M model's weights streamed out of a session
+    on 2 CPU ranks."""
+    doc = load(r, "streaming.json")
+    if not doc:
+        return None
+    out = [run_line(doc) +
+           "%s: %d bytes of fp32 parameters, each pass after a warm-up, "
+           "median over %d rounds (the slowest rank's time). The stream "
+           "held at most %d bytes at once; the device peak stayed the "
+           "plan's (%d measured, %d planned)." % (
+               doc["model"], doc["parameter_bytes"], doc["rounds"],
+               doc["stream_peak_bytes"], doc["device_peak_bytes"],
+               doc["planned_peak_bytes"]),
+           "",
+           "| named_parameters | seconds | GB/s |",
+           "|---|---:|---:|"]
+    for c in doc["cases"]:
+        out.append("| %s | %.3f | %.2f |" % (c["case"], c["seconds"],
+                                              c["gb_per_s"]))
+    return "\n".join(out)
