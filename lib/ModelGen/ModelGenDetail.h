@@ -220,7 +220,8 @@ public:
     auto step = zero::TrainStepOp::create(
         mb, mb.getUnknownLoc(), "train", optimizer, precision,
         APFloat(g.clip > 0 ? asWritten(g.clip) : 0.0), /*schedule=*/nullptr,
-        /*offload=*/nullptr);
+        /*offload=*/nullptr, LabelConvention::next_token,
+        /*input_names=*/nullptr);
     step.getBody().push_back(body.release());
     if (failed(verify(*module)))
       return nullptr;
