@@ -64,7 +64,7 @@ module {
   zero.param @transformer.h.4.mlp.c_proj.bias : tensor<128xf32> init zeros
   zero.param @transformer.ln_f.weight : tensor<128xf32> init ones
   zero.param @transformer.ln_f.bias : tensor<128xf32> init zeros
-  zero.train_step @train(%tokens: tensor<8x64xi32>, %targets: tensor<8x64xi32>) optimizer #zero.optimizer<kind = adamw, lr = 6.000000e-04, beta2 = 0.94999999999999996, weight_decay = 1.000000e-01> precision #zero.precision<kind = fp32> {
+  zero.train_step @train(%tokens: tensor<8x64xi32>, %targets: tensor<8x64xi32>) optimizer #zero.optimizer<kind = adamw, lr = 6.000000e-04, beta2 = 0.94999999999999996, weight_decay = 1.000000e-01> precision #zero.precision<kind = fp32> attributes {input_names = ["input_ids", "labels"]} {
     %p0 = zero.get_param @transformer.wte.weight : tensor<256x128xf32>
     %tok1 = nn.embedding %p0[%tokens] : tensor<256x128xf32>, tensor<8x64xi32> -> tensor<8x64x128xf32>
     %p2 = zero.get_param @transformer.wpe.weight : tensor<64x128xf32>

@@ -6,7 +6,7 @@ module {
   zero.param @fc2.bias : tensor<256xf32> init zeros
   zero.param @fc3.weight : tensor<256x10xf32> init normal std 6.250000e-02
   zero.param @fc3.bias : tensor<10xf32> init zeros
-  zero.train_step @train(%x: tensor<64x784xf32>, %y: tensor<64xi64>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = fp32> {
+  zero.train_step @train(%x: tensor<64x784xf32>, %y: tensor<64xi64>) optimizer #zero.optimizer<kind = adam, lr = 1.000000e-03> precision #zero.precision<kind = fp32> attributes {input_names = ["inputs", "labels"]} {
     %p0 = zero.get_param @fc1.weight : tensor<784x256xf32>
     %mm1 = nn.matmul %x, %p0 : tensor<64x784xf32>, tensor<784x256xf32> -> tensor<64x256xf32>
     %p2 = zero.get_param @fc1.bias : tensor<256xf32>

@@ -114,8 +114,8 @@ OwningOpRef<ModuleOp> genGPT2(MLIRContext *ctx, Gen &g) {
   StepBuilder s(ctx, g);
   gpt2Params(s, T, C, V, L);
   Type lt = s.labelElementType("i32");
-  Value tokens = s.input("tokens", s.tensor({B, T}, lt));
-  Value targets = s.input("targets", s.tensor({B, T}, lt));
+  Value tokens = s.input("tokens", "input_ids", s.tensor({B, T}, lt));
+  Value targets = s.input("targets", "labels", s.tensor({B, T}, lt));
   Decoder d(s, B, T, C / H);
   auto layerNorm = [&](const std::string &name) {
     return [&s, name](Value x) -> Value {
@@ -277,8 +277,8 @@ OwningOpRef<ModuleOp> genLlama(MLIRContext *ctx, Gen &g) {
   StepBuilder s(ctx, g);
   llamaParams(s, m);
   Type lt = s.labelElementType("i32");
-  Value tokens = s.input("tokens", s.tensor({m.B, m.T}, lt));
-  Value targets = s.input("targets", s.tensor({m.B, m.T}, lt));
+  Value tokens = s.input("tokens", "input_ids", s.tensor({m.B, m.T}, lt));
+  Value targets = s.input("targets", "labels", s.tensor({m.B, m.T}, lt));
   Decoder d(s, m.B, m.T, m.C / m.H);
   auto rmsNorm = [&](const std::string &name) {
     return [&s, &m, name](Value x) -> Value {

@@ -267,8 +267,9 @@ OwningOpRef<ModuleOp> genMLP(MLIRContext *ctx, Gen &g) {
             1.0 / std::sqrt(static_cast<double>(widths[i])));
     s.param(fc + ".bias", {widths[i + 1]}, zero::InitKind::zeros);
   }
-  Value x = s.input("x", s.tensor({g.batch, widths.front()}));
-  Value y = s.input("y", s.tensor({g.batch}, s.labelElementType("i64")));
+  Value x = s.input("x", "inputs", s.tensor({g.batch, widths.front()}));
+  Value y =
+      s.input("y", "labels", s.tensor({g.batch}, s.labelElementType("i64")));
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     x = s.affine(x, "fc" + std::to_string(i + 1), "fc");
     if (i + 2 < widths.size())

@@ -153,8 +153,11 @@ public:
     return NameLoc::get(b.getStringAttr(name));
   }
 
-  /// An input of the step.
-  Value input(StringRef name, RankedTensorType type) {
+  /// An input of the step: its SSA name `name`, and `inputName` (the
+  /// step's `input_names`, the manifest's) by which the runtime library
+  /// takes it.
+  Value input(StringRef name, StringRef inputName, RankedTensorType type) {
+    inputNames.push_back(inputName);
     return body->addArgument(type, named(name));
   }
 
@@ -220,7 +223,8 @@ public:
     auto step = zero::TrainStepOp::create(
         mb, mb.getUnknownLoc(), "train", optimizer, precision,
         APFloat(g.clip > 0 ? asWritten(g.clip) : 0.0), /*schedule=*/nullptr,
-        /*offload=*/nullptr);
+        /*offload=*/nullptr, LabelConvention::next_token,
+        b.getStrArrayAttr(inputNames));
     step.getBody().push_back(body.release());
     if (failed(verify(*module)))
       return nullptr;
@@ -234,6 +238,7 @@ private:
   OwningOpRef<ModuleOp> module;
   std::unique_ptr<Block> body;
   llvm::StringMap<RankedTensorType> paramTypes;
+  SmallVector<StringRef> inputNames;
   int64_t counter = 0;
 };
 

@@ -465,6 +465,11 @@ def print_module(graph, loss, optimizer, precision, clip, header,
         step += " gradient_clipping " + fmt_float(clip)
     if labels:
         step += " labels " + labels
+    # The forward's argument names, by which the runtime library's step
+    # takes the inputs (the manifest's input names).
+    if graph.args:
+        step += " attributes {input_names = [%s]}" % ", ".join(
+            mlir_string(a.arg) for a in graph.args)
     out.append(step + " {")
     out.extend(pr.lines)
     out.append("    zero.return %s : tensor<f32>" % pr.use(loss))

@@ -309,8 +309,12 @@ static void addModelOrigin(TrainStepOp step, manifest::Program &m) {
 
 void Lowering::addInputs(manifest::Program &m) {
   TrainStepOp step = s.getStep();
+  ArrayAttr names = step.getInputNamesAttr();
   for (BlockArgument arg : step.getBodyBlock().getArguments()) {
     manifest::Input &in = m.inputs.emplace_back();
+    // The traced forward's argument, by which the library's step takes it.
+    if (names)
+      in.name = cast<StringAttr>(names[arg.getArgNumber()]).str();
     llvm::append_range(in.shape, tensorType(arg).getShape());
     in.dtype = toManifest(elemType(arg));
     in.offset = inputOffsets[arg.getArgNumber()];

@@ -2311,6 +2311,67 @@ zero.train_step @train(%x: tensor<8x4xf32>)
 
 // -----
 
+// Checks that input_names names each input once, by an identifier.
+// expected-error @+1 {{'zero.train_step' op input_names has 1 names for 2 inputs (one per input)}}
+zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> attributes {input_names = ["input_ids"]} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'zero.train_step' op input_names #1 is empty}}
+zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> attributes {input_names = ["input_ids", ""]} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'zero.train_step' op input_names #0 '2x' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)}}
+zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> attributes {input_names = ["2x", "labels"]} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'zero.train_step' op input_names #1 'input-ids' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)}}
+zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> attributes {input_names = ["labels", "input-ids"]} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'zero.train_step' op input_names #1 'labels' repeats input_names #0}}
+zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> attributes {input_names = ["labels", "labels"]} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'zero.train_step' op attribute 'input_names' failed to satisfy constraint: string array attribute}}
+zero.train_step @train(%x: tensor<8x4xi32>, %y: tensor<8x4xi32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> attributes {input_names = ["x", 1]} {
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // Checks that a step fed the same tokens as ids and labels has both, of
 // one shape.
 // expected-error @+1 {{'zero.train_step' op labels same_tokens needs two inputs, token ids and labels of one shape [B, T] of i32 or i64 (and packed rows' positions of that shape, or of whole rows, where the step reads them), got 2 input(s): 'tensor<8x4xf32>', 'tensor<8xi64>'}}

@@ -359,17 +359,18 @@ zero.train_step @scheduled(%x: tensor<8x3xf32>)
 // -----
 
 // A schedule as long as the run (Hugging Face's "auto"), and a step fed
-// the same tokens as ids and labels; the default next_token is not printed.
+// the same tokens as ids and labels, its inputs named; the default
+// next_token is not printed.
 // CHECK-LABEL: zero.train_step @same_tokens(
 // CHECK-SAME: %{{.*}}: tensor<2x8xi64>, %{{.*}}: tensor<2x8xi64>)
 // CHECK-SAME: schedule = <kind = warmup_decay_lr, warmup_num_steps = 0, total_num_steps = auto>>
-// CHECK-SAME: labels same_tokens {
+// CHECK-SAME: labels same_tokens attributes {input_names = ["input_ids", "labels"]} {
 // CHECK-LABEL: zero.train_step @next_token(
 // CHECK-SAME: precision #zero.precision<kind = fp32> {
 zero.train_step @same_tokens(%ids: tensor<2x8xi64>, %labels: tensor<2x8xi64>)
     optimizer #zero.optimizer<kind = adamw, lr = 1.0e-3, schedule = #zero.lr_schedule<kind = warmup_decay_lr, warmup_num_steps = 0, total_num_steps = auto>>
     precision #zero.precision<kind = fp32>
-    labels same_tokens {
+    labels same_tokens attributes {input_names = ["input_ids", "labels"]} {
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }

@@ -15,6 +15,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cmath>
 #include <limits>
@@ -283,7 +285,8 @@ LogicalResult TrainStepOp::verify() {
   if (!(clip >= 0.0) || !std::isfinite(clip))
     return emitOpError("gradient_clipping must be >= 0 (0 disables it), got ")
            << clip;
-  if (failed(verifyOffload()) || failed(verifyLabels()))
+  if (failed(verifyOffload()) || failed(verifyLabels()) ||
+      failed(verifyInputNames()))
     return failure();
   // The bf16-master update runs on the device, over device parameters.
   if (getOptimizer().getBf16Masters() && getOffloadAttr() &&
@@ -332,6 +335,35 @@ LogicalResult TrainStepOp::verify() {
              << schedule.getMicroBatch() << " per micro step";
   }
   return verifySchedulePartitions();
+}
+
+LogicalResult TrainStepOp::verifyInputNames() {
+  ArrayAttr names = getInputNamesAttr();
+  if (!names)
+    return success();
+  unsigned numInputs = getBodyBlock().getNumArguments();
+  if (names.size() != numInputs)
+    return emitOpError("input_names has ")
+           << names.size() << " names for " << numInputs
+           << " inputs (one per input)";
+  llvm::StringMap<unsigned> seen;
+  for (auto [k, attr] : llvm::enumerate(names)) {
+    StringRef name = cast<StringAttr>(attr).getValue();
+    if (name.empty())
+      return emitOpError("input_names #") << k << " is empty";
+    bool identifier =
+        (llvm::isAlpha(name.front()) || name.front() == '_') &&
+        llvm::all_of(name, [](char c) { return llvm::isAlnum(c) || c == '_'; });
+    if (!identifier)
+      return emitOpError("input_names #")
+             << k << " '" << name
+             << "' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)";
+    auto [it, inserted] = seen.try_emplace(name, k);
+    if (!inserted)
+      return emitOpError("input_names #")
+             << k << " '" << name << "' repeats input_names #" << it->second;
+  }
+  return success();
 }
 
 LogicalResult TrainStepOp::verifyOffload() {

@@ -10,6 +10,10 @@ between that writer and MLIR's printer, and only they are made canonical:
     command line gave them, so no canonical printer can reproduce it);
   - the nested schedule gets its `#zero.lr_schedule` prefix (the printer drops
     it where the parameter's type is known).
+One attribute came after that writer and is dropped: the train step's
+`input_names` (the inputs' names in the manifest), exactly as zero-model-gen
+names its inputs (`input_ids`, `labels` of a decoder; `inputs`, `labels` of
+an MLP).
 Everything else must match byte for byte."""
 import re
 
@@ -74,6 +78,12 @@ def _optimizer(line):
             ">" + line[end + 1:])
 
 
+INPUT_NAMES = re.compile(r' attributes \{input_names = '
+                         r'\["(?:input_ids|inputs)", "labels"\]\}(?= \{$)')
+
+
 def canonical(text):
-    return "".join(_optimizer(_floats(line))
+    return "".join(_optimizer(_floats(INPUT_NAMES.sub("", line)))
+                   if line.startswith("  zero.train_step @train(") else
+                   _optimizer(_floats(line))
                    for line in text.splitlines(keepends=True))

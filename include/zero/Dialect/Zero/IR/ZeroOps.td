@@ -920,6 +920,14 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     Hugging Face's loss shifts them (`labels[t + 1]`, the last position the
     loss's ignored index), before a rank takes its shard of the row.
 
+    `input_names` (optional) names the inputs, one per block argument in
+    order: the traced forward's argument names (`input_ids`, `labels`,
+    `advantages`), by which the runtime library's step takes them; the
+    manifest records each as its input's `name`. Each name is an identifier
+    (`[A-Za-z_][A-Za-z0-9_]*`) and no two are the same. Without it the
+    runtime names the inputs by their role (`input_ids`, `labels`,
+    `position_ids`), else `input<k>`.
+
     Every tensor of the step (inputs, results of the ops in the body, block
     arguments of nested regions) has a static shape with positive dimensions
     and at most 2^48 elements, so that sizes in bytes and their sums cannot
@@ -943,7 +951,7 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     zero.train_step @train(%ids: tensor<8x128xi64>, %labels: tensor<8x128xi64>)
         optimizer #zero.optimizer<kind = adamw, lr = 1.000000e-04>
         precision #zero.precision<kind = bf16>
-        labels same_tokens {
+        labels same_tokens attributes {input_names = ["input_ids", "labels"]} {
       ...
     }
     ```
@@ -955,7 +963,8 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
                        OptionalAttr<Zero_ScheduleAttr>:$schedule,
                        Zero_StepOffloadAttr:$offload,
                        DefaultValuedAttr<Zero_LabelConventionAttr,
-                           "::mlir::zero::LabelConvention::next_token">:$labels);
+                           "::mlir::zero::LabelConvention::next_token">:$labels,
+                       OptionalAttr<StrArrayAttr>:$input_names);
   let regions = (region SizedRegion<1>:$body);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
@@ -970,6 +979,9 @@ def Zero_TrainStepOp : Zero_Op<"train_step", [
     ::llvm::LogicalResult verifyOffload();
     /// A step with `labels same_tokens` takes token ids and labels [B, T].
     ::llvm::LogicalResult verifyLabels();
+    /// `input_names`, where present, names each input once, by an
+    /// identifier.
+    ::llvm::LogicalResult verifyInputNames();
   }];
 }
 
