@@ -7,7 +7,7 @@
 #   scripts/gpu-bundle.sh [build-dir] OUT-DIR/    (the bundle's folder, as is)
 #
 # GPU_BUNDLE_PARTS picks what is compiled (default all: e2e offload wide
-# models gpt2 capacity); GPU_BUNDLE_DTYPES the dtypes of the e2e, models
+# models gpt2 capacity library); GPU_BUNDLE_DTYPES the dtypes of the e2e, models
 # and offload steps (default f32 bf16); CAPACITY_ARGS are passed to
 # bench/gpu/offload_capacity.py plan (e.g. another GPU's --device-memory).
 # GPU_BUNDLE_TARGET=cpu compiles the offload and models parts for the CPU
@@ -87,7 +87,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 B=$stage/bundle
 mkdir -p "$B/bin" "$B/e2e" "$B/gpt2" "$B/lib"
-parts=${GPU_BUNDLE_PARTS:-e2e offload wide models gpt2 capacity}
+parts=${GPU_BUNDLE_PARTS:-e2e offload wide models gpt2 capacity library}
 want() { [[ " $parts " == *" $1 "* ]]; }
 dtypes=${GPU_BUNDLE_DTYPES:-f32 bf16}
 target=${GPU_BUNDLE_TARGET:-cuda}
@@ -326,11 +326,28 @@ if want capacity; then
     --sizes "$B/capacity/sizes.json" --out "$B/capacity"
 fi
 
+# --- the step as a library (zero_rt/session.h) -------------------------------
+# Each dtype's step at stage 3, as an executable and as `--emit shared`, and
+# token rows of both as .npy: gpu-check.sh trains each way and
+# scripts/gpu-session.py (ctypes: the GPU machine has no zero_mlir build)
+# compares the records and the weights, across an offload and reload.
+if want library; then
+  mkdir -p "$B/library"
+  python3 "$ROOT/scripts/gpu-session.py" --tokens 64 32 64 \
+    "$B/library/ids.npy" "$B/library/labels.npy"
+  for dt in $dtypes; do
+    "$BIN/zero-compile" --target "$target" "$stage/$dt.mlir" --stage 3 \
+      --world-size 1 -o "$B/library/${dt}_s3"
+    "$BIN/zero-compile" --target "$target" "$stage/$dt.mlir" --stage 3 \
+      --world-size 1 --emit shared -o "$B/library/${dt}_s3.so"
+  done
+fi
+
 # --- shared libraries -------------------------------------------------------
 # glibc, the C++ runtime (the GPU machine's is newer) and the CUDA stack (the
 # GPU machine's driver decides which of those work) are not carried.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libnccl|libcublas|libcudart)'
-mapfile -t programs < <(find "$B/e2e" "$B/gpt2" "$B/capacity" -type f \
+mapfile -t programs < <(find "$B/e2e" "$B/gpt2" "$B/capacity" "$B/library" -type f \
   -perm -u+x 2>/dev/null | sort)
 [ ${#programs[@]} -gt 0 ] || { echo "gpu-bundle: no programs" \
   "(GPU_BUNDLE_PARTS='$parts')" >&2; exit 1; }

@@ -10,7 +10,10 @@
 # (the bundle's e2e/models cases: a Llama with the chunked loss, the tiled
 # MLP, Lion, SGD, and a Mixtral; checked the same way), offload
 # (every offload mode of those steps, 10 steps each, with its NVMe swap
-# files' sizes; needs the e2e part's logs to be verified), capacity (not
+# files' sizes; needs the e2e part's logs to be verified), library (each
+# dtype's step as an executable and through zero_rt/session.h, offloaded
+# and reloaded, compared bit for bit here by scripts/gpu-session.py),
+# capacity (not
 # by default: bench/gpu/run.sh ONLY=offload, the largest GPT-2 per offload
 # mode, OFFLOAD_MODES of them, see bench/gpu/offload_capacity.py), bench
 # (bench/gpu/run.sh with PREBUILT, bf16 and fp32), profile (Nsight Compute's
@@ -22,7 +25,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ $# -lt 2 ]; then
   echo "usage: scripts/gpu-check.sh BUNDLE-DIR RESULTS-DIR" \
-    "[unit|e2e|models|offload|capacity|bench|profile ...]" >&2
+    "[unit|e2e|models|offload|library|capacity|bench|profile ...]" >&2
   exit 2
 fi
 BUNDLE=$(cd "$1" && pwd)
@@ -30,7 +33,7 @@ R=$2
 mkdir -p "$R"
 R=$(cd "$R" && pwd)
 shift 2
-parts=${*:-unit e2e models offload bench profile}
+parts=${*:-unit e2e models offload library bench profile}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 # The GPU machine's CUDA libraries: the toolkit's, else the ones pip installed
@@ -178,6 +181,33 @@ if want offload; then
     rm -rf "${work:?}/$name"
   done
   rm -rf "$work"
+fi
+
+# The step as a library: each library/*_s3 trains 6 steps as the executable
+# and through its --emit shared twin (offloaded and reloaded half way), and
+# scripts/gpu-session.py compares every record and the weights' bytes.
+if want library; then
+  mkdir -p "$R/library"
+  L=$BUNDLE/library
+  for prog in "$L"/*_s3; do
+    [ -x "$prog" ] || continue
+    name=$(basename "$prog")
+    out=$R/library/$name.out
+    if "$prog" --quiet --steps 6 --inputs "$L/ids.npy" \
+        --labels "$L/labels.npy" --log-json "$R/library/$name.exe.json" \
+        --export "$R/library/$name.exe.safetensors" >"$out" 2>&1 &&
+      python3 "$ROOT/scripts/gpu-session.py" "$prog.so" "$L/ids.npy" \
+        "$L/labels.npy" 6 "$R/library/$name.lib.json" \
+        "$R/library/$name.lib.safetensors" >>"$out" 2>&1 &&
+      python3 "$ROOT/scripts/gpu-session.py" --compare \
+        "$R/library/$name.exe.json" "$R/library/$name.lib.json" \
+        "$R/library/$name.exe.safetensors" \
+        "$R/library/$name.lib.safetensors" >>"$out" 2>&1; then
+      note "PASS library $name: $(tail -2 "$out" | tr '\n' ' ')"
+    else
+      note "FAIL library $name: $(tail -3 "$out" | tr '\n' ' ')"
+    fi
+  done
 fi
 
 if want bench; then
