@@ -8,7 +8,8 @@ input names. Between the first steps it makes each kind of bad call (a wrong
 shape, a wrong dtype, a missing input, an unknown name), each of which must
 raise ValueError naming the input on every rank and change nothing; half
 way it offloads and reloads the session, saves a checkpoint, and from there
-on passes each rank's own rows (local=True). After the last step it loads
+on passes each rank's own rows (local=True; the last three steps as
+PyTorch tensors, through DLPack). After the last step it loads
 the checkpoint and trains three steps again, which must repeat the records
 of the steps after it. Rank 0 writes each step's record
 as a line of LOG, as --log-json does, and says what it saw; then the
@@ -20,6 +21,7 @@ import json
 import sys
 
 import numpy as np
+import torch
 import zero_mlir
 from safetensors.numpy import load_file
 
@@ -75,8 +77,12 @@ def main():
                 # This rank's rows of the global batch (one micro step).
                 n = engine.local_inputs[0]["shape"][0]
                 mine = slice(engine.rank * n, (engine.rank + 1) * n)
-                records.append(engine.step(local=True, input_ids=x[mine],
-                                           labels=y[mine]))
+                x, y = x[mine], y[mine]
+                if s >= steps - 3:
+                    # PyTorch tensors, through DLPack.
+                    x, y = torch.from_numpy(x), torch.from_numpy(y)
+                records.append(engine.step(local=True, input_ids=x,
+                                           labels=y))
         say("steps", engine.steps)
         streamed = {name: array for name, array in
                     engine.named_parameters(bucket_bytes=bucket)}
