@@ -334,17 +334,18 @@ def sec_streaming(r):
     if not doc:
         return None
     out = [run_line(doc) +
-           "%s: %d bytes of fp32 parameters, each pass after a warm-up, "
-           "median over %d rounds (the slowest rank's time). The stream "
-           "held at most %d bytes at once; the device peak stayed the "
-           "plan's (%d measured, %d planned)." % (
+           "%s: %d bytes of fp32 parameters, each pass after a step and a "
+           "warm-up pass, median over %d rounds (rank 0's time, the "
+           "collectives' end). The gathers go through host memory: the "
+           "device peak stayed the plan's (%d measured, %d planned); "
+           "\"held\" is the most bytes of gathered tensors the stream kept "
+           "at once (engine.stream_peak_bytes)." % (
                doc["model"], doc["parameter_bytes"], doc["rounds"],
-               doc["stream_peak_bytes"], doc["device_peak_bytes"],
-               doc["planned_peak_bytes"]),
+               doc["device_peak_bytes"], doc["planned_peak_bytes"]),
            "",
-           "| named_parameters | seconds | GB/s |",
-           "|---|---:|---:|"]
+           "| named_parameters | held (bytes) | seconds | GB/s |",
+           "|---|---:|---:|---:|"]
     for c in doc["cases"]:
-        out.append("| %s | %.3f | %.2f |" % (c["case"], c["seconds"],
-                                              c["gb_per_s"]))
+        out.append("| %s | %d | %.3f | %.2f |" % (
+            c["case"], c["held_bytes"], c["seconds"], c["gb_per_s"]))
     return "\n".join(out)
