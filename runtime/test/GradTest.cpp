@@ -607,6 +607,67 @@ TEST_F(GradTest, Xielu) {
   EXPECT_NEAR(nk[2], std::expm1(double(e)), 1e-12);
 }
 
+// A policy-gradient loss's ops by finite differences: gather's scatter-add
+// (repeated indices in a row), clamp and minimum/maximum away from their
+// kinks (the ties, at which autograd splits, are KernelTest's).
+TEST_F(GradTest, GatherClampMinMax) {
+  const int64_t rows = 5, cols = 9, k = 4;
+  Floats x = randomFloats(rng, rows * cols);
+  std::vector<int64_t> idx(rows * k);
+  for (int64_t i = 0; i < rows * k; ++i)
+    idx[size_t(i)] = (i * 7 + i / k) % cols;
+  idx[1] = idx[2];
+  std::vector<double> w = weights(rng, rows * k);
+  Floats dy = asFloats(w), dx(rows * cols);
+  zrt_gather_grad(ZRT_F32, ZRT_I64, idx.data(), dy.data(), dx.data(), rows,
+                  cols, k);
+  checkGradient(
+      "gather", x,
+      [&](const Floats &v) {
+        Floats y(rows * k);
+        zrt_gather(ZRT_F32, v.data(), ZRT_I64, idx.data(), y.data(), rows, cols,
+                   k);
+        return y;
+      },
+      w, dx, rng);
+
+  // Inputs at least 0.05 from the bounds and from each other.
+  int64_t n = 64;
+  Floats a(n), b(n);
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = float(-1.6 + 0.05 * double(i));
+    b[i] = a[i] + (i % 2 ? 0.3f : -0.3f);
+  }
+  std::vector<double> wn = weights(rng, n);
+  Floats g = asFloats(wn), da(n), db(n);
+  zrt_clamp_grad(ZRT_F32, a.data(), g.data(), da.data(), n, -0.825, 0.875);
+  checkGradient(
+      "clamp", a,
+      [&](const Floats &v) {
+        Floats y(n);
+        zrt_clamp(ZRT_F32, v.data(), y.data(), n, -0.825, 0.875);
+        return y;
+      },
+      wn, da, rng, 1e-3);
+  for (bool isMax : {false, true}) {
+    (isMax ? zrt_maximum_grad : zrt_minimum_grad)(
+        ZRT_F32, a.data(), b.data(), g.data(), da.data(), db.data(), n);
+    auto forward = [&](const Floats &p, const Floats &q) {
+      Floats y(n);
+      (isMax ? zrt_maximum : zrt_minimum)(ZRT_F32, p.data(), q.data(), y.data(),
+                                          n);
+      return y;
+    };
+    std::string what = isMax ? "maximum" : "minimum";
+    checkGradient(
+        what + " a", a, [&](const Floats &v) { return forward(v, b); }, wn, da,
+        rng, 1e-3);
+    checkGradient(
+        what + " b", b, [&](const Floats &v) { return forward(a, v); }, wn, db,
+        rng, 1e-3);
+  }
+}
+
 TEST_F(GradTest, Embedding) {
   int64_t vocab = 9, dim = 6, numIds = 14;
   Floats table = randomFloats(rng, vocab * dim);

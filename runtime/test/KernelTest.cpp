@@ -814,6 +814,169 @@ TEST_P(KernelTest, CastAndFill) {
               0, 0, "fill");
 }
 
+// A policy-gradient loss's pointwise ops, exact in every dtype (selects and
+// comparisons; a tie's half gradient is exact): clamp with both bounds and
+// with one (the bound rounded to the dtype, as torch converts it), at the
+// bounds and NaN; minimum and maximum with ties and NaN; where with masks of
+// 0, -0, NaN and other nonzero values. Against double references.
+namespace {
+/// Equal values, NaN equal to NaN.
+void expectSame(const ref::Vec &got, const ref::Vec &want,
+                const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::isnan(got[i]) && std::isnan(want[i])))
+      EXPECT_EQ(got[i], want[i]) << what << " at " << i;
+}
+} // namespace
+
+TEST_P(KernelTest, ClampMinMaxWhere) {
+  const double inf = std::numeric_limits<double>::infinity();
+  double lo = Buffer(dtype(), ref::Vec{0.8}).values()[0],
+         hi = Buffer(dtype(), ref::Vec{1.2}).values()[0];
+  ref::Vec xs = randomValues(rng, 600, -2, 3);
+  for (double v : {lo, hi, 0.8, 1.2, -inf, inf, std::nan("")})
+    xs.push_back(v);
+  int64_t n = xs.size();
+  Buffer x(dtype(), xs), dy = randomBuffer(dtype(), rng, n);
+  ref::Vec xv = x.values(), dyv = dy.values();
+  for (auto [l, h] : {std::make_pair(0.8, 1.2), std::make_pair(0.8, inf),
+                      std::make_pair(-inf, 1.2), std::make_pair(1.2, 0.8)}) {
+    double rl = l == -inf ? l : (l == 0.8 ? lo : hi);
+    double rh = h == inf ? h : (h == 1.2 ? hi : lo);
+    Buffer y(dtype(), n), dx(dtype(), n);
+    zrt_clamp(dtype(), x.data(), y.data(), n, l, h);
+    zrt_clamp_grad(dtype(), x.data(), dy.data(), dx.data(), n, l, h);
+    ref::Vec want(n), wantDx(n);
+    for (int64_t i = 0; i < n; ++i) {
+      double v = xv[i];
+      want[i] = std::isnan(v) ? v : std::min(std::max(v, rl), rh);
+      wantDx[i] = v >= rl && v <= rh ? dyv[i] : 0.0;
+    }
+    std::string what = "clamp " + std::to_string(l) + " " + std::to_string(h);
+    expectSame(y.values(), want, what);
+    expectSame(dx.values(), wantDx, what + " grad");
+  }
+
+  // minimum and maximum: every fourth pair ties, NaN in either operand.
+  Buffer a = randomBuffer(dtype(), rng, n), b = randomBuffer(dtype(), rng, n);
+  for (int64_t i = 0; i < n; i += 4)
+    b.set(i, a.values()[i]);
+  a.set(1, std::nan(""));
+  b.set(2, std::nan(""));
+  ref::Vec av = a.values(), bv = b.values();
+  for (bool isMax : {false, true}) {
+    Buffer y(dtype(), n), da(dtype(), n), db(dtype(), n);
+    (isMax ? zrt_maximum : zrt_minimum)(dtype(), a.data(), b.data(), y.data(),
+                                        n);
+    (isMax ? zrt_maximum_grad : zrt_minimum_grad)(
+        dtype(), a.data(), b.data(), dy.data(), da.data(), db.data(), n);
+    ref::Vec want(n), wantDa(n), wantDb(n);
+    for (int64_t i = 0; i < n; ++i) {
+      double p = av[i], q = bv[i], g = dyv[i];
+      bool aWins = isMax ? p > q : p < q, bWins = isMax ? q > p : q < p;
+      want[i] = std::isnan(p) || std::isnan(q) ? std::nan("") : bWins ? q : p;
+      // autograd: where(a == b, g / 2, g), zero where the other wins.
+      wantDa[i] = p == q ? g / 2 : (bWins ? 0.0 : g);
+      wantDb[i] = p == q ? g / 2 : (aWins ? 0.0 : g);
+    }
+    std::string what = isMax ? "maximum" : "minimum";
+    expectSame(y.values(), want, what);
+    expectSame(da.values(), wantDa, what + " grad a");
+    expectSame(db.values(), wantDb, what + " grad b");
+  }
+  zrt_minimum(dtype(), nullptr, nullptr, nullptr, 0);
+
+  // where with a float mask.
+  ref::Vec masks{0.0, 1.0, -0.0, std::nan(""), 2.0, -1.0};
+  Buffer c(dtype(), n);
+  for (int64_t i = 0; i < n; ++i)
+    c.set(i, masks[size_t(i) % masks.size()]);
+  Buffer y(dtype(), n), dt(dtype(), n), df(dtype(), n);
+  zrt_where(dtype(), c.data(), a.data(), b.data(), y.data(), n);
+  zrt_where_grad(dtype(), c.data(), dy.data(), dt.data(), df.data(), n);
+  ref::Vec want(n), wantT(n), wantF(n);
+  ref::Vec cv = c.values();
+  for (int64_t i = 0; i < n; ++i) {
+    bool on = cv[i] != 0.0; // NaN is true, as bool(nan)
+    want[i] = on ? av[i] : bv[i];
+    wantT[i] = on ? dyv[i] : 0.0;
+    wantF[i] = on ? 0.0 : dyv[i];
+  }
+  expectSame(y.values(), want, "where");
+  expectSame(dt.values(), wantT, "where_grad true");
+  expectSame(df.values(), wantF, "where_grad false");
+}
+
+// reciprocal and its gradient from the result, against double (a
+// division, and -(y * y) * dy rounded twice in fp32); 1 / 0 is inf.
+TEST_P(KernelTest, Reciprocal) {
+  ref::Vec xs = randomValues(rng, 500, 0.1, 4);
+  for (int64_t i = 0; i < 500; i += 2)
+    xs[size_t(i)] = -xs[size_t(i)];
+  xs.push_back(0.0);
+  int64_t n = xs.size();
+  Buffer x(dtype(), xs), dy = randomBuffer(dtype(), rng, n);
+  Buffer y(dtype(), n), dx(dtype(), n);
+  zrt_reciprocal(dtype(), x.data(), y.data(), n);
+  zrt_reciprocal_grad(dtype(), y.data(), dy.data(), dx.data(), n);
+  ref::Vec xv = x.values(), yv = y.values(), dyv = dy.values();
+  ref::Vec want(n), wantDx(n);
+  for (int64_t i = 0; i < n; ++i) {
+    want[i] = 1.0 / xv[i];
+    wantDx[i] = -yv[i] * yv[i] * dyv[i];
+  }
+  EXPECT_TRUE(std::isinf(yv.back()));
+  yv.pop_back();
+  want.pop_back();
+  expectClose(yv, want, u(), 0, "reciprocal");
+  ref::Vec gotDx = dx.values();
+  gotDx.pop_back();
+  wantDx.pop_back();
+  expectClose(gotDx, wantDx, u() + 2e-7, 1e-30, "reciprocal_grad");
+}
+
+// gather along the last dimension and its scatter-add, for both index
+// types: k = 1 (TRL's selective log-softmax) and k = 5 with repeated
+// indices, whose gradients add in fp32 in the order of j.
+TEST_P(KernelTest, GatherAndGrad) {
+  const int64_t rows = 7, cols = 11;
+  Buffer x = randomBuffer(dtype(), rng, rows * cols);
+  ref::Vec xv = x.values();
+  for (int32_t indexType : {ZRT_I32, ZRT_I64})
+    for (int64_t k : {1, 5}) {
+      std::vector<int64_t> idx(size_t(rows * k));
+      std::uniform_int_distribution<int64_t> pick(0, cols - 1);
+      for (int64_t &v : idx)
+        v = pick(rng);
+      if (k > 1)
+        for (int64_t r = 0; r < rows; ++r)
+          idx[size_t(r * k + 3)] = idx[size_t(r * k + 1)]; // a repeat
+      idx.back() = cols - 1;
+      std::vector<int32_t> idx32(idx.begin(), idx.end());
+      const void *ip = indexType == ZRT_I32
+                           ? static_cast<const void *>(idx32.data())
+                           : idx.data();
+      Buffer y(dtype(), rows * k), dy = randomBuffer(dtype(), rng, rows * k),
+                                   dx(dtype(), rows * cols);
+      zrt_gather(dtype(), x.data(), indexType, ip, y.data(), rows, cols, k);
+      zrt_gather_grad(dtype(), indexType, ip, dy.data(), dx.data(), rows, cols,
+                      k);
+      ref::Vec want(rows * k), wantDx(rows * cols, 0.0), dyv = dy.values();
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t c = idx[size_t(r * k + j)];
+          want[r * k + j] = xv[r * cols + c];
+          wantDx[r * cols + c] += dyv[r * k + j];
+        }
+      std::string what = "gather k " + std::to_string(k);
+      expectSame(y.values(), want, what);
+      // A repeat's two terms round once to the dtype.
+      expectClose(dx.values(), wantDx, u(), 1e-7, what + " grad");
+    }
+  zrt_gather(dtype(), nullptr, ZRT_I64, nullptr, nullptr, 0, cols, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllDtypes, KernelTest,
                          ::testing::Values(ZRT_F32, ZRT_BF16, ZRT_F16),
                          [](const auto &info) {

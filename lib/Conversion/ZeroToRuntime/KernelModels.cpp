@@ -20,6 +20,8 @@
 #include "zero_rt/scratch.h"
 #include "zero_rt/zrt.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::zero;
 using namespace mlir::zero::kernels;
@@ -236,6 +238,59 @@ LogicalResult buildCall(nn::XieluGradOp op, KernelCallBuilder &b) {
                  b.f64(op.getEps().convertToDouble())});
 }
 KernelCost cost(nn::XieluGradOp op) { return activationCost(op); }
+// Reinforcement learning's ops (nn.minimum, nn.maximum and nn.where are
+// pointwise, listed below).
+/// A bound left out as an infinite one, which always holds.
+double clampBound(std::optional<APFloat> bound, double none) {
+  return bound ? bound->convertToDouble() : none;
+}
+LogicalResult buildCall(nn::ClampOp op, KernelCallBuilder &b) {
+  return b.call("zrt_clamp", {b.dtype(elemType(op.getInput())), b.operand(0),
+                              b.result(0), b.i64(numel(op.getInput())),
+                              b.f64(clampBound(op.getMin(), -INFINITY)),
+                              b.f64(clampBound(op.getMax(), INFINITY))});
+}
+LogicalResult buildCall(nn::ClampGradOp op, KernelCallBuilder &b) {
+  return b.call("zrt_clamp_grad",
+                {b.dtype(elemType(op.getInput())), b.operand(0), b.operand(1),
+                 b.result(0), b.i64(numel(op.getInput())),
+                 b.f64(clampBound(op.getMin(), -INFINITY)),
+                 b.f64(clampBound(op.getMax(), INFINITY))});
+}
+/// (dtype, operands..., both results, n) of a two-result pointwise kernel.
+LogicalResult pointwise2(KernelCallBuilder &b, StringRef callee, Value typed) {
+  SmallVector<Value> args{b.dtype(elemType(typed))};
+  llvm::append_range(args, b.operands());
+  llvm::append_range(args, b.results());
+  args.push_back(b.i64(numel(typed)));
+  return b.call(callee, args);
+}
+LogicalResult buildCall(nn::MinimumGradOp op, KernelCallBuilder &b) {
+  return pointwise2(b, "zrt_minimum_grad", op.getLhs());
+}
+LogicalResult buildCall(nn::MaximumGradOp op, KernelCallBuilder &b) {
+  return pointwise2(b, "zrt_maximum_grad", op.getLhs());
+}
+LogicalResult buildCall(nn::WhereGradOp op, KernelCallBuilder &b) {
+  return pointwise2(b, "zrt_where_grad", op.getCondition());
+}
+/// Over the rows of x [rows, cols] and of the indices [rows, k]: (dtype, x,
+/// index_type, indices, result, rows, cols, k).
+LogicalResult buildCall(nn::GatherOp op, KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getInput()), rows = numel(op.getInput()) / cols;
+  return b.call("zrt_gather", {b.dtype(elemType(op.getInput())), b.operand(0),
+                               b.dtype(elemType(op.getIndices())), b.operand(1),
+                               b.result(0), b.i64(rows), b.i64(cols),
+                               b.i64(numel(op.getIndices()) / rows)});
+}
+LogicalResult buildCall(nn::GatherGradOp op, KernelCallBuilder &b) {
+  int64_t cols = innerDim(op.getResult()), rows = numel(op.getResult()) / cols;
+  return b.call("zrt_gather_grad",
+                {b.dtype(elemType(op.getResult())),
+                 b.dtype(elemType(op.getIndices())), b.operand(0), b.operand(1),
+                 b.result(0), b.i64(rows), b.i64(cols),
+                 b.i64(numel(op.getIndices()) / rows)});
+}
 // The reductions over the last dimension: (dtype, operands..., result, rows,
 // cols) over the rows of the input.
 LogicalResult buildCall(nn::LogsumexpOp op, KernelCallBuilder &b) {
@@ -661,6 +716,9 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
            nn::LogsumexpGradOp, nn::ReduceMaxOp, nn::ReduceMaxGradOp>(context);
     // Apertus's.
     attach<nn::XieluOp, nn::XieluGradOp>(context);
+    // Reinforcement learning's.
+    attach<nn::ClampOp, nn::ClampGradOp, nn::MinimumGradOp, nn::MaximumGradOp,
+           nn::WhereGradOp, nn::GatherOp, nn::GatherGradOp>(context);
     attachPointwise<PointwiseCost::Activation, nn::GeluOp, nn::GeluGradOp,
                     nn::GeluErfOp, nn::GeluErfGradOp, nn::SiluOp,
                     nn::SiluGradOp, nn::TanhOp, nn::TanhGradOp, nn::ExpOp,
@@ -668,6 +726,9 @@ void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
     // The gradients of exp and log are a product and a quotient.
     attachPointwise<PointwiseCost::Memory, nn::ReluOp, nn::ReluGradOp,
                     nn::ExpGradOp, nn::LogGradOp>(context);
+    attachPointwise<PointwiseCost::Memory, nn::MinimumOp, nn::MaximumOp,
+                    nn::WhereOp, nn::ReciprocalOp, nn::ReciprocalGradOp>(
+        context);
   });
   registry.addExtension(
       +[](MLIRContext *context, ZeroDialect *) { attach<CastOp>(context); });

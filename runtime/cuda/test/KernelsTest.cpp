@@ -313,6 +313,81 @@ TEST_P(CudaKernelsTest, XieluAndGrad) {
   }
 }
 
+// A policy-gradient loss's ops against the CPU's, bit for bit (selects,
+// comparisons and exact halves; the bounds rounded to the dtype alike; the
+// gather's scatter-add sums in the same order): clamp with both bounds and
+// one, minimum/maximum with ties and NaN, where with a float mask, gather
+// and its gradient with repeated indices.
+TEST_P(CudaKernelsTest, ClampMinMaxWhereGather) {
+  ZRT_REQUIRE_GPU();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t n : {1, 7, 5003}) {
+    Buffer a = randomBuffer(dtype(), rng, n, -2, 2),
+           b = randomBuffer(dtype(), rng, n, -2, 2),
+           dy = randomBuffer(dtype(), rng, n), c(dtype(), n);
+    for (int64_t i = 0; i < n; i += 3)
+      b.set(i, a.values()[i]);
+    a.set(n - 1, std::nan(""));
+    for (int64_t i = 0; i < n; ++i)
+      c.set(i, i % 3 == 0 ? 0.0 : (i % 3 == 1 ? 1.0 : std::nan("")));
+    DeviceArray da(a), db(b), ddy(dy), dc(c), o1(dtype(), n), o2(dtype(), n);
+    Buffer w1(dtype(), n), w2(dtype(), n);
+    std::string sz = std::to_string(n);
+    for (auto [lo, hi] :
+         {std::make_pair(0.8, 1.2), std::make_pair(-inf, 0.3)}) {
+      zrt_clamp(dtype(), a.data(), w1.data(), n, lo, hi);
+      clamp(dtype(), da.get(), o1.get(), n, lo, hi);
+      expectBitwise(o1.download(), w1, "clamp " + sz);
+      zrt_clamp_grad(dtype(), a.data(), dy.data(), w1.data(), n, lo, hi);
+      clampGrad(dtype(), da.get(), ddy.get(), o1.get(), n, lo, hi);
+      expectBitwise(o1.download(), w1, "clamp_grad " + sz);
+    }
+    zrt_minimum(dtype(), a.data(), b.data(), w1.data(), n);
+    minimum(dtype(), da.get(), db.get(), o1.get(), n);
+    expectBitwise(o1.download(), w1, "minimum " + sz);
+    zrt_maximum(dtype(), a.data(), b.data(), w1.data(), n);
+    maximum(dtype(), da.get(), db.get(), o1.get(), n);
+    expectBitwise(o1.download(), w1, "maximum " + sz);
+    zrt_minimum_grad(dtype(), a.data(), b.data(), dy.data(), w1.data(),
+                     w2.data(), n);
+    minimumGrad(dtype(), da.get(), db.get(), ddy.get(), o1.get(), o2.get(), n);
+    expectBitwise(o1.download(), w1, "minimum_grad a " + sz);
+    expectBitwise(o2.download(), w2, "minimum_grad b " + sz);
+    zrt_maximum_grad(dtype(), a.data(), b.data(), dy.data(), w1.data(),
+                     w2.data(), n);
+    maximumGrad(dtype(), da.get(), db.get(), ddy.get(), o1.get(), o2.get(), n);
+    expectBitwise(o1.download(), w1, "maximum_grad a " + sz);
+    expectBitwise(o2.download(), w2, "maximum_grad b " + sz);
+    zrt_where(dtype(), c.data(), a.data(), b.data(), w1.data(), n);
+    where(dtype(), dc.get(), da.get(), db.get(), o1.get(), n);
+    expectBitwise(o1.download(), w1, "where " + sz);
+    zrt_where_grad(dtype(), c.data(), dy.data(), w1.data(), w2.data(), n);
+    whereGrad(dtype(), dc.get(), ddy.get(), o1.get(), o2.get(), n);
+    expectBitwise(o1.download(), w1, "where_grad true " + sz);
+    expectBitwise(o2.download(), w2, "where_grad false " + sz);
+  }
+  const int64_t rows = 37, cols = 50, k = 3;
+  Buffer x = randomBuffer(dtype(), rng, rows * cols),
+         g = randomBuffer(dtype(), rng, rows * k);
+  std::vector<int64_t> idx(rows * k);
+  for (int64_t i = 0; i < rows * k; ++i)
+    idx[size_t(i)] = (i * 13 + i / k) % cols;
+  for (int64_t r = 0; r < rows; r += 2)
+    idx[size_t(r * k + 2)] = idx[size_t(r * k)];
+  Buffer y(dtype(), rows * k), dx(dtype(), rows * cols);
+  zrt_gather(dtype(), x.data(), ZRT_I64, idx.data(), y.data(), rows, cols, k);
+  zrt_gather_grad(dtype(), ZRT_I64, idx.data(), g.data(), dx.data(), rows, cols,
+                  k);
+  DeviceBuffer dIdx(idx);
+  DeviceArray dX(x), dG(g), dY(dtype(), rows * k), dDx(dtype(), rows * cols);
+  gather(dtype(), dX.get(), ZRT_I64, dIdx.get(), dY.get(), rows, cols, k);
+  expectBitwise(dY.download(), y, "gather");
+  gatherGrad(dtype(), ZRT_I64, dIdx.get(), dG.get(), dDx.get(), rows, cols, k);
+  expectBitwise(dDx.download(), dx, "gather_grad");
+  ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+  checkDeviceErrors();
+}
+
 // The bias-fused GELU and its gradient against the CPU's, which equal
 // zrt_add then zrt_gelu bit for bit: GELU's tolerances above, for a bias of
 // one element, one that is not a multiple of the pack, and a long one;

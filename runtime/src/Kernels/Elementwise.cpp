@@ -193,6 +193,33 @@ void binaryMap3(const void *aPtr, const void *bPtr, void *outAPtr,
   });
 }
 
+/// (outA[i], outB[i]) = op(a[i], b[i]); each output may alias an input
+/// (every index is read before it is written).
+template <typename T, typename Op>
+void binaryMap2(const void *aPtr, const void *bPtr, void *outAPtr,
+                void *outBPtr, int64_t n, const Op &op) {
+  const T *a = static_cast<const T *>(aPtr);
+  const T *b = static_cast<const T *>(bPtr);
+  T *outA = static_cast<T *>(outAPtr);
+  T *outB = static_cast<T *>(outBPtr);
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    alignas(64) float bufA[kBlock], bufB[kBlock], bufOutA[kBlock],
+        bufOutB[kBlock];
+    for (int64_t i = begin; i < end; i += kBlock) {
+      int64_t len = std::min(kBlock, end - i);
+      const float *x = loadF32(a + i, len, bufA);
+      const float *y = loadF32(b + i, len, bufB);
+      float *u = outF32(outA + i, bufOutA);
+      float *v = outF32(outB + i, bufOutB);
+#pragma omp simd
+      for (int64_t t = 0; t < len; ++t)
+        op(x[t], y[t], u[t], v[t]);
+      storeF32(u, outA + i, len);
+      storeF32(v, outB + i, len);
+    }
+  });
+}
+
 /// The kernel `name`: y[i] = op(x[i]).
 template <typename Op>
 void unaryKernel(const char *name, int32_t dtype, const void *x, void *y,
@@ -461,5 +488,99 @@ extern "C" void zrt_copy(void *dst, const void *src, int64_t bytes) {
   parallelFor(bytes, int64_t(1) << 20, [&](int64_t begin, int64_t end) {
     std::memcpy(static_cast<char *>(dst) + begin,
                 static_cast<const char *>(src) + begin, size_t(end - begin));
+  });
+}
+
+// Reinforcement learning's losses (GRPO): clamp, minimum/maximum, where.
+
+extern "C" void zrt_reciprocal(int32_t dtype, const void *x, void *y,
+                               int64_t n) {
+  unaryKernel("zrt_reciprocal", dtype, x, y, n,
+              [](float v) { return zrt::reciprocal(v); });
+}
+
+extern "C" void zrt_reciprocal_grad(int32_t dtype, const void *y,
+                                    const void *dy, void *dx, int64_t n) {
+  binaryKernel("zrt_reciprocal_grad", dtype, y, dy, dx, n,
+               [](float v, float g) { return reciprocalGrad(v, g); });
+}
+
+extern "C" void zrt_clamp(int32_t dtype, const void *x, void *y, int64_t n,
+                          double lo, double hi) {
+  KernelSpan span("zrt_clamp");
+  checkDims("zrt_clamp", n);
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    // torch converts a number bound to the tensor's dtype.
+    float l = roundTo<T>(float(lo)), h = roundTo<T>(float(hi));
+    unaryMap<T>(x, y, n, [=](float v) { return zrt::clamp(v, l, h); });
+  });
+}
+
+extern "C" void zrt_clamp_grad(int32_t dtype, const void *x, const void *dy,
+                               void *dx, int64_t n, double lo, double hi) {
+  KernelSpan span("zrt_clamp_grad");
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    float l = roundTo<T>(float(lo)), h = roundTo<T>(float(hi));
+    broadcastMap<T>("zrt_clamp_grad", x, dy, dx, n, n,
+                    [=](float v, float g) { return clampGrad(v, l, h, g); });
+  });
+}
+
+extern "C" void zrt_minimum(int32_t dtype, const void *a, const void *b,
+                            void *y, int64_t n) {
+  binaryKernel("zrt_minimum", dtype, a, b, y, n,
+               [](float u, float v) { return zrt::minimum(u, v); });
+}
+
+extern "C" void zrt_maximum(int32_t dtype, const void *a, const void *b,
+                            void *y, int64_t n) {
+  binaryKernel("zrt_maximum", dtype, a, b, y, n,
+               [](float u, float v) { return zrt::maximum(u, v); });
+}
+
+extern "C" void zrt_minimum_grad(int32_t dtype, const void *a, const void *b,
+                                 const void *dy, void *da, void *db,
+                                 int64_t n) {
+  KernelSpan span("zrt_minimum_grad");
+  checkDims("zrt_minimum_grad", n);
+  dispatchFloat(dtype, [&](auto tag) {
+    ternaryMap2<decltype(tag)>(a, b, dy, da, db, n,
+                               [](float u, float v, float g, float &du,
+                                  float &dv) { minimumGrad(u, v, g, du, dv); });
+  });
+}
+
+extern "C" void zrt_maximum_grad(int32_t dtype, const void *a, const void *b,
+                                 const void *dy, void *da, void *db,
+                                 int64_t n) {
+  KernelSpan span("zrt_maximum_grad");
+  checkDims("zrt_maximum_grad", n);
+  dispatchFloat(dtype, [&](auto tag) {
+    ternaryMap2<decltype(tag)>(a, b, dy, da, db, n,
+                               [](float u, float v, float g, float &du,
+                                  float &dv) { maximumGrad(u, v, g, du, dv); });
+  });
+}
+
+extern "C" void zrt_where(int32_t dtype, const void *cond, const void *a,
+                          const void *b, void *y, int64_t n) {
+  KernelSpan span("zrt_where");
+  dispatchFloat(dtype, [&](auto tag) {
+    broadcastMap3<decltype(tag)>(
+        "zrt_where", cond, a, b, y, n, n,
+        [](float c, float u, float v) { return zrt::where(c, u, v); });
+  });
+}
+
+extern "C" void zrt_where_grad(int32_t dtype, const void *cond, const void *dy,
+                               void *dt, void *df, int64_t n) {
+  KernelSpan span("zrt_where_grad");
+  checkDims("zrt_where_grad", n);
+  dispatchFloat(dtype, [&](auto tag) {
+    binaryMap2<decltype(tag)>(
+        cond, dy, dt, df, n,
+        [](float c, float g, float &t, float &f) { whereGrad(c, g, t, f); });
   });
 }

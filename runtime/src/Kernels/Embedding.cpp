@@ -88,3 +88,71 @@ extern "C" void zrt_embedding_grad(int32_t dtype, const void *dy,
     });
   });
 }
+
+// torch.gather along the last dimension (a policy-gradient loss's
+// per-token log-probabilities) and its scatter-add.
+
+extern "C" void zrt_gather(int32_t dtype, const void *x, int32_t indexType,
+                           const void *indices, void *y, int64_t rows,
+                           int64_t cols, int64_t k) {
+  KernelSpan span("zrt_gather");
+  checkDims("zrt_gather", rows, cols, k);
+  int64_t size = dtypeSize(dtype);
+  dispatchIndex(indexType, [&](auto idTag) {
+    using I = decltype(idTag);
+    const I *idx = static_cast<const I *>(indices);
+    parallelFor(rows, rowGrain(k), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t c = checkedIndex(idx, r * k + j, cols, "zrt_gather", "index",
+                                   "at position");
+          std::memcpy(static_cast<char *>(y) + (r * k + j) * size,
+                      static_cast<const char *>(x) + (r * cols + c) * size,
+                      size_t(size));
+        }
+    });
+  });
+}
+
+extern "C" void zrt_gather_grad(int32_t dtype, int32_t indexType,
+                                const void *indices, const void *dy, void *dx,
+                                int64_t rows, int64_t cols, int64_t k) {
+  KernelSpan span("zrt_gather_grad");
+  checkDims("zrt_gather_grad", rows, cols, k);
+  dispatchIndex(indexType, [&](auto idTag) {
+    using I = decltype(idTag);
+    const I *idx = static_cast<const I *>(indices);
+    dispatchFloat(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T *g = static_cast<const T *>(dy);
+      T *out = static_cast<T *>(dx);
+      // A row's zeros, then each distinct index's sum of its gradients in
+      // fp32 in the order of j, stored once (k is small: the quadratic
+      // search beats a sort).
+      parallelFor(rows, rowGrain(cols + k * k),
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t r = begin; r < end; ++r) {
+                      const I *ir = idx + r * k;
+                      const T *gr = g + r * k;
+                      T *o = out + r * cols;
+                      for (int64_t j = 0; j < k; ++j)
+                        checkedIndex(ir, j, cols, "zrt_gather_grad", "index",
+                                     "at position");
+                      std::fill(o, o + cols, fromFloat<T>(0.0f));
+                      for (int64_t j = 0; j < k; ++j) {
+                        bool seen = false;
+                        for (int64_t p = 0; p < j && !seen; ++p)
+                          seen = ir[p] == ir[j];
+                        if (seen)
+                          continue;
+                        float sum = 0.0f;
+                        for (int64_t p = j; p < k; ++p)
+                          if (ir[p] == ir[j])
+                            sum += toFloat(gr[p]);
+                        o[int64_t(ir[j])] = fromFloat<T>(sum);
+                      }
+                    }
+                  });
+    });
+  });
+}

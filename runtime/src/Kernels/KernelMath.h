@@ -219,6 +219,59 @@ ZRT_HOST_DEVICE inline void xieluGrad(float x, float ap, float an, float beta,
   pn = gn * (e - x);
 }
 
+/// 1 / x (a division: exact to the rounding), and its gradient from the
+/// forward result as PyTorch's reciprocal backward: -(y * y) * dy.
+ZRT_HOST_DEVICE inline float reciprocal(float x) { return 1.0f / x; }
+ZRT_HOST_DEVICE inline float reciprocalGrad(float y, float dy) {
+  return -(y * y) * dy;
+}
+/// torch.clamp(x, lo, hi) (an infinite bound for one left out): NaN
+/// propagates, and with lo > hi every element is hi, as torch's
+/// min(max(x, lo), hi).
+ZRT_HOST_DEVICE inline float clamp(float x, float lo, float hi) {
+  float y = x < lo ? lo : x;
+  return y > hi ? hi : y;
+}
+/// Its backward from the forward input: dy where lo <= x <= hi (both
+/// inclusive, as torch's clamp_backward; NaN gets 0).
+ZRT_HOST_DEVICE inline float clampGrad(float x, float lo, float hi, float dy) {
+  return x >= lo && x <= hi ? dy : 0.0f;
+}
+/// torch.minimum and torch.maximum: NaN where either operand is, else the
+/// smaller (larger), `a` at a tie.
+ZRT_HOST_DEVICE inline float minimum(float a, float b) {
+  return a != a ? a : (b != b ? b : (b < a ? b : a));
+}
+ZRT_HOST_DEVICE inline float maximum(float a, float b) {
+  return a != a ? a : (b != b ? b : (b > a ? b : a));
+}
+/// Their gradients as autograd's (derivatives.yaml):
+/// where(a == b, dy / 2, dy).masked_fill_(a > b, 0) for minimum's `a` and
+/// (a < b) for its `b`, the other way around for maximum. A NaN operand
+/// makes every comparison false: both get dy.
+ZRT_HOST_DEVICE inline void minimumGrad(float a, float b, float dy, float &da,
+                                        float &db) {
+  float half = dy * 0.5f;
+  da = a == b ? half : (a > b ? 0.0f : dy);
+  db = a == b ? half : (a < b ? 0.0f : dy);
+}
+ZRT_HOST_DEVICE inline void maximumGrad(float a, float b, float dy, float &da,
+                                        float &db) {
+  float half = dy * 0.5f;
+  da = a == b ? half : (a < b ? 0.0f : dy);
+  db = a == b ? half : (a > b ? 0.0f : dy);
+}
+/// torch.where with a float mask: `a` where the mask is nonzero (NaN
+/// included, as bool(nan)), else `b`; the backward masks dy into each.
+ZRT_HOST_DEVICE inline float where(float cond, float a, float b) {
+  return cond != 0.0f ? a : b;
+}
+ZRT_HOST_DEVICE inline void whereGrad(float cond, float dy, float &dt,
+                                      float &df) {
+  dt = cond != 0.0f ? dy : 0.0f;
+  df = cond != 0.0f ? 0.0f : dy;
+}
+
 /// exp(x) as expApprox (about 2 ulp, so that `omp simd` loops vectorize it).
 ZRT_HOST_DEVICE inline float exp(float x) { return expApprox(x); }
 /// From the forward result y, as PyTorch's exp backward: dy * y.

@@ -505,6 +505,70 @@ module @xielu {
 
 // -----
 
+// A policy-gradient loss's ops: clamp with its bounds as doubles (inf for
+// one left out), minimum/maximum, where and reciprocal over n elements,
+// their two-result gradients, gather and its scatter-add over rows of the
+// last dimension with the index type; stop_gradient is a view (no call).
+
+// CHECK-LABEL: module @rl
+// CHECK-LABEL: llvm.func @zero_micro_step
+// CHECK:      %[[A:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[C:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK-NEXT: %[[DTYPE:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[LO:.*]] = llvm.mlir.constant(8.000000e-01 : f64) : f64
+// CHECK-NEXT: %[[HI:.*]] = llvm.mlir.constant(1.200000e+00 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_clamp(%[[DTYPE]], %[[A]], %[[C]], %[[N]], %[[LO]], %[[HI]])
+// CHECK:      %[[B:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[DC:.*]] = llvm.call @zrt_ctx_step(%arg0, %{{.*}})
+// CHECK:      %[[INF:.*]] = llvm.mlir.constant(0x7FF0000000000000 : f64) : f64
+// CHECK-NEXT: llvm.call @zrt_clamp_grad(%{{.*}}, %[[A]], %[[B]], %[[DC]], %{{.*}}, %{{.*}}, %[[INF]])
+// CHECK:      llvm.call @zrt_minimum(%{{.*}}, %[[C]], %[[B]], %[[MN:.*]], %{{.*}})
+// CHECK:      llvm.call @zrt_maximum(%{{.*}}, %[[MN]], %[[DC]], %[[MX:.*]], %{{.*}})
+// CHECK:      llvm.call @zrt_minimum_grad(%{{.*}}, %[[C]], %[[B]], %[[MX]], %[[DA:.*]], %[[DB:.*]], %{{.*}})
+// CHECK:      llvm.call @zrt_maximum_grad(%{{.*}}, %[[DA]], %[[DB]], %[[A]], %[[EA:.*]], %[[EB:.*]], %{{.*}})
+// CHECK:      llvm.call @zrt_where(%{{.*}}, %[[S:.*]], %[[EB]], %[[A]], %[[W:.*]], %{{.*}})
+// CHECK:      llvm.call @zrt_where_grad(%{{.*}}, %[[S]], %[[W]], %[[DT:.*]], %[[DF:.*]], %{{.*}})
+// CHECK:      llvm.call @zrt_reciprocal(%{{.*}}, %[[DT]], %[[R:.*]], %{{.*}})
+// CHECK:      llvm.call @zrt_reciprocal_grad(%{{.*}}, %[[R]], %[[DF]], %[[DR:.*]], %{{.*}})
+// CHECK:      %[[I64:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[ROWS:.*]] = llvm.mlir.constant(12 : i64) : i64
+// CHECK-NEXT: %[[COLS:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-NEXT: %[[K:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-NEXT: llvm.call @zrt_gather(%{{.*}}, %[[X:.*]], %[[I64]], %[[IDS:.*]], %{{.*}}, %[[ROWS]], %[[COLS]], %[[K]])
+// CHECK:      llvm.call @zrt_gather_grad(%{{.*}}, %{{.*}}, %[[IDS]], %[[DR]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-NOT:  stop_gradient
+module @rl {
+  zero.param @w : tensor<2xf32> init zeros
+  zero.partition @flat stage 0 world_size 1 alignment 2 numel 2 padded 2 params [@w] offsets [0]
+  zero.train_step @train(%x: tensor<4x3x8xf32>, %a: tensor<4x3xf32>, %b: tensor<4x3xf32>, %ids: tensor<4x3xi64>)
+      optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+      precision #zero.precision<kind = fp32>
+      schedule #zero.schedule<stage = 0, world_size = 1, global_batch = 4> {
+    %c = nn.clamp %a min 0.8 max 1.2 : tensor<4x3xf32>
+    %dc = nn.clamp_grad %a, %b min 0.8 : tensor<4x3xf32>
+    %mn = nn.minimum %c, %b : tensor<4x3xf32>
+    %mx = nn.maximum %mn, %dc : tensor<4x3xf32>
+    %da, %db = nn.minimum_grad %c, %b, %mx : tensor<4x3xf32>
+    %ea, %eb = nn.maximum_grad %da, %db, %a : tensor<4x3xf32>
+    %s = nn.stop_gradient %ea : tensor<4x3xf32>
+    %w = nn.where %s, %eb, %a : tensor<4x3xf32>
+    %dt, %df = nn.where_grad %s, %w : tensor<4x3xf32>
+    %r = nn.reciprocal %dt : tensor<4x3xf32>
+    %dr = nn.reciprocal_grad %r, %df : tensor<4x3xf32>
+    %g = nn.gather %x[%ids] : tensor<4x3x8xf32>, tensor<4x3xi64> -> tensor<4x3xf32>
+    %dx = nn.gather_grad %ids, %dr : tensor<4x3xi64>, tensor<4x3xf32> -> tensor<4x3x8xf32>
+    %loss = nn.fill 0.0 : tensor<f32>
+    %ls = zero.loss_scale phase boundary : tensor<f32>
+    %st = zero.check_overflow groups [@flat] scale %ls divisor 1.0 phase boundary : tensor<2xf32>
+    %skip = zero.update_loss_scale %st phase boundary : tensor<2xf32> -> i1
+    zero.optimizer_step group @flat stats %st scale %ls skip %skip divisor 1.0 phase boundary : tensor<2xf32>
+    zero.return %loss : tensor<f32>
+  }
+}
+
+// -----
+
 // The reductions over the last dimension and their gradients, over the rows
 // of the input: 12 rows of 8 into 12 values; the gradients read the forward
 // input and result and the result's gradient.

@@ -1882,3 +1882,78 @@ func.func @xielu_grad_beta(%x: tensor<4x8xf32>, %a: tensor<1xf32>) {
   %0:3 = nn.xielu_grad %x, %a, %a, %x beta 0x7FF0000000000000 eps -1.0e-6 : tensor<4x8xf32>, tensor<1xf32>
   return
 }
+
+// -----
+
+// Checks that clamp has a bound.
+func.func @clamp_no_bound(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'nn.clamp' op needs a bound: min, max or both}}
+  %0 = nn.clamp %x : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that a clamp bound is no NaN.
+func.func @clamp_nan(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'nn.clamp_grad' op max must not be NaN}}
+  %0 = nn.clamp_grad %x, %x min 0.0 max 0x7FF8000000000000 : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that minimum takes two tensors of one type (no broadcasting).
+func.func @minimum_broadcast(%x: tensor<4x8xf32>, %y: tensor<8xf32>) {
+  // expected-error @+1 {{'nn.minimum' op requires the same type for all operands and results}}
+  %0 = "nn.minimum"(%x, %y) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// Checks that where's mask has the values' type.
+func.func @where_mask_type(%m: tensor<4x8xbf16>, %x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'nn.where' op failed to verify that all of {condition, true_value, false_value, result} have same type}}
+  %0 = "nn.where"(%m, %x, %x) : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// Checks gather's indices' rank.
+func.func @gather_rank(%x: tensor<4x8xf32>, %i: tensor<4x2x1xi64>) {
+  // expected-error @+2 {{indices must have rank 2 ([..., K]) or 1 ([...]), got 3}}
+  // expected-error @+1 {{'nn.gather' op failed to infer returned types}}
+  %0 = nn.gather %x[%i] : tensor<4x8xf32>, tensor<4x2x1xi64> -> tensor<4x2x1xf32>
+  return
+}
+
+// -----
+
+// Checks gather's indices' leading dimensions.
+func.func @gather_rows(%x: tensor<4x8xf32>, %i: tensor<3x2xi64>) {
+  // expected-error @+2 {{indices 'tensor<3x2xi64>' must have the leading dimensions of input 'tensor<4x8xf32>'}}
+  // expected-error @+1 {{'nn.gather' op failed to infer returned types}}
+  %0 = nn.gather %x[%i] : tensor<4x8xf32>, tensor<3x2xi64> -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+// Checks gather's result type.
+func.func @gather_result(%x: tensor<4x8xf32>, %i: tensor<4xi64>) {
+  // expected-error @+2 {{'nn.gather' op inferred type(s) 'tensor<4xf32>' are incompatible with return type(s) of operation 'tensor<4x1xf32>'}}
+  // expected-error @+1 {{'nn.gather' op failed to infer returned types}}
+  %0 = nn.gather %x[%i] : tensor<4x8xf32>, tensor<4xi64> -> tensor<4x1xf32>
+  return
+}
+
+// -----
+
+// Checks gather_grad's gradient against its indices.
+func.func @gather_grad_shape(%i: tensor<4x2xi64>, %dy: tensor<4x3xf32>) {
+  // expected-error @+1 {{'nn.gather_grad' op expected a result gradient of type 'tensor<4x2xf32>', got 'tensor<4x3xf32>'}}
+  %0 = nn.gather_grad %i, %dy : tensor<4x2xi64>, tensor<4x3xf32> -> tensor<4x8xf32>
+  return
+}

@@ -326,3 +326,48 @@ func.func @document_ids(%p: tensor<2x8xi64>, %p32: tensor<2x8xi32>) {
   %b = nn.document_ids %p32 : tensor<2x8xi32>
   return
 }
+
+// Reinforcement learning (a GRPO loss): clamp, minimum/maximum, where with
+// a float mask, stop_gradient, gather along the last dimension, and the
+// reciprocal of a quotient.
+// CHECK-LABEL: func.func @rl
+func.func @rl(%x: tensor<2x4x8xf32>, %a: tensor<2x4xf32>, %b: tensor<2x4xf32>,
+              %ids: tensor<2x4xi64>, %idx: tensor<2x4x3xi32>) {
+  // CHECK: nn.reciprocal %{{.*}} : tensor<2x4xf32>
+  %r = nn.reciprocal %a : tensor<2x4xf32>
+  // CHECK: nn.reciprocal_grad %{{.*}}, %{{.*}} : tensor<2x4xf32>
+  %dr = nn.reciprocal_grad %r, %b : tensor<2x4xf32>
+  // CHECK: nn.clamp %{{.*}} min 8.000000e-01 max 1.200000e+00 : tensor<2x4xf32>
+  %c = nn.clamp %a min 0.8 max 1.2 : tensor<2x4xf32>
+  // CHECK: nn.clamp %{{.*}} min 1.000000e+00 : tensor<2x4xf32>
+  %lo = nn.clamp %a min 1.0 : tensor<2x4xf32>
+  // CHECK: nn.clamp %{{.*}} max -2.500000e-01 : tensor<2x4xf32>
+  %hi = nn.clamp %a max -0.25 : tensor<2x4xf32>
+  // CHECK: nn.clamp_grad %{{.*}}, %{{.*}} min 8.000000e-01 max 1.200000e+00 : tensor<2x4xf32>
+  %dc = nn.clamp_grad %a, %b min 0.8 max 1.2 : tensor<2x4xf32>
+  // CHECK: nn.clamp_grad %{{.*}}, %{{.*}} max 1.200000e+00 : tensor<2x4xf32>
+  %dh = nn.clamp_grad %a, %b max 1.2 : tensor<2x4xf32>
+  // CHECK: nn.minimum %{{.*}}, %{{.*}} : tensor<2x4xf32>
+  %mn = nn.minimum %a, %b : tensor<2x4xf32>
+  // CHECK: nn.maximum %{{.*}}, %{{.*}} : tensor<2x4xf32>
+  %mx = nn.maximum %a, %b : tensor<2x4xf32>
+  // CHECK: nn.minimum_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4xf32>
+  %da, %db = nn.minimum_grad %a, %b, %mn : tensor<2x4xf32>
+  // CHECK: nn.maximum_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4xf32>
+  %ea, %eb = nn.maximum_grad %a, %b, %mx : tensor<2x4xf32>
+  // CHECK: nn.where %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4xf32>
+  %w = nn.where %c, %a, %b : tensor<2x4xf32>
+  // CHECK: nn.where_grad %{{.*}}, %{{.*}} : tensor<2x4xf32>
+  %dt, %df = nn.where_grad %c, %w : tensor<2x4xf32>
+  // CHECK: nn.stop_gradient %{{.*}} : tensor<2x4xf32>
+  %s = nn.stop_gradient %w : tensor<2x4xf32>
+  // CHECK: nn.gather %{{.*}}[%{{.*}}] : tensor<2x4x8xf32>, tensor<2x4xi64> -> tensor<2x4xf32>
+  %g = nn.gather %x[%ids] : tensor<2x4x8xf32>, tensor<2x4xi64> -> tensor<2x4xf32>
+  // CHECK: nn.gather %{{.*}}[%{{.*}}] : tensor<2x4x8xf32>, tensor<2x4x3xi32> -> tensor<2x4x3xf32>
+  %k = nn.gather %x[%idx] : tensor<2x4x8xf32>, tensor<2x4x3xi32> -> tensor<2x4x3xf32>
+  // CHECK: nn.gather_grad %{{.*}}, %{{.*}} : tensor<2x4xi64>, tensor<2x4xf32> -> tensor<2x4x8xf32>
+  %dg = nn.gather_grad %ids, %g : tensor<2x4xi64>, tensor<2x4xf32> -> tensor<2x4x8xf32>
+  // CHECK: nn.gather_grad %{{.*}}, %{{.*}} : tensor<2x4x3xi32>, tensor<2x4x3xf32> -> tensor<2x4x8xf32>
+  %dk = nn.gather_grad %idx, %k : tensor<2x4x3xi32>, tensor<2x4x3xf32> -> tensor<2x4x8xf32>
+  return
+}

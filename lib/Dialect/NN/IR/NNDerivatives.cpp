@@ -434,3 +434,64 @@ LogicalResult MoeAuxLossOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
     out.push_back(Value());
   return success();
 }
+
+LogicalResult ClampOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                       SmallVectorImpl<Value> &out) {
+  // The mask comes from the input: min <= x <= max, as torch's.
+  out.push_back(ClampGradOp::create(b, getLoc(), getInput().getType(),
+                                    getInput(), grads[0], getMinAttr(),
+                                    getMaxAttr()));
+  return success();
+}
+
+LogicalResult MinimumOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                         SmallVectorImpl<Value> &out) {
+  Type t = getLhs().getType();
+  auto g =
+      MinimumGradOp::create(b, getLoc(), t, t, getLhs(), getRhs(), grads[0]);
+  out.push_back(g.getLhsGrad());
+  out.push_back(g.getRhsGrad());
+  return success();
+}
+
+LogicalResult MaximumOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                         SmallVectorImpl<Value> &out) {
+  Type t = getLhs().getType();
+  auto g =
+      MaximumGradOp::create(b, getLoc(), t, t, getLhs(), getRhs(), grads[0]);
+  out.push_back(g.getLhsGrad());
+  out.push_back(g.getRhsGrad());
+  return success();
+}
+
+LogicalResult WhereOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                       SmallVectorImpl<Value> &out) {
+  Type t = getResult().getType();
+  auto g = WhereGradOp::create(b, getLoc(), t, t, getCondition(), grads[0]);
+  out.push_back(Value()); // the condition is a mask, not differentiable
+  out.push_back(g.getTrueGrad());
+  out.push_back(g.getFalseGrad());
+  return success();
+}
+
+LogicalResult StopGradientOp::buildDerivative(OpBuilder &, ArrayRef<Value>,
+                                              SmallVectorImpl<Value> &out) {
+  out.push_back(Value()); // detach(): no gradient flows
+  return success();
+}
+
+LogicalResult GatherOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                        SmallVectorImpl<Value> &out) {
+  // Only the indices stay alive for the backward.
+  out.push_back(GatherGradOp::create(b, getLoc(), getInput().getType(),
+                                     getIndices(), grads[0]));
+  out.push_back(Value()); // indices are not differentiable
+  return success();
+}
+
+LogicalResult ReciprocalOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                            SmallVectorImpl<Value> &out) {
+  // -dy * y * y from the result, as PyTorch's.
+  out.push_back(ReciprocalGradOp::create(b, getLoc(), getResult(), grads[0]));
+  return success();
+}

@@ -1716,3 +1716,88 @@ SmallVector<MoeAuxLossGradOp> MoeAuxLossOp::getGrads() {
       grads.push_back(grad);
   return grads;
 }
+
+//===----------------------------------------------------------------------===//
+// Reinforcement learning: clamp, minimum/maximum, where, stop_gradient,
+// gather
+//===----------------------------------------------------------------------===//
+
+/// At least one bound, and neither NaN (an infinite bound is none).
+static LogicalResult checkClampBounds(Operation *op, std::optional<APFloat> min,
+                                      std::optional<APFloat> max) {
+  if (!min && !max)
+    return op->emitOpError("needs a bound: min, max or both");
+  for (auto [name, bound] : {std::make_pair("min", min), {"max", max}})
+    if (bound && bound->isNaN())
+      return op->emitOpError(name) << " must not be NaN";
+  return success();
+}
+
+LogicalResult ClampOp::verify() {
+  return checkClampBounds(*this, getMin(), getMax());
+}
+
+LogicalResult ClampGradOp::verify() {
+  return checkClampBounds(*this, getMin(), getMax());
+}
+
+Value StopGradientOp::getViewSource() { return getInput(); }
+
+/// What is wrong with gathering along the last dimension of x [..., N] by
+/// indices [..., K] (or [...], one per row), which need x's leading
+/// dimensions; empty if nothing.
+static std::string gatherProblem(RankedTensorType x, RankedTensorType indices,
+                                 StringRef xName) {
+  std::string problem;
+  llvm::raw_string_ostream os(problem);
+  int64_t rank = x.getRank(), r = indices.getRank();
+  if (rank < 1)
+    os << xName << " must have rank >= 1";
+  else if (r != rank && r != rank - 1)
+    os << "indices must have rank " << rank << " ([..., K]) or " << rank - 1
+       << " ([...]), got " << r;
+  else if (x.getShape().take_front(rank - 1) !=
+           indices.getShape().take_front(std::min(r, rank - 1)))
+    os << "indices '" << indices << "' must have the leading dimensions of "
+       << xName << " '" << x << "'";
+  return problem;
+}
+
+/// The indices' shape of x's element type. Inferred, so that a local batch
+/// re-infers it (and reports a divided batch that no longer matches x).
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto x = ranked(adaptor.getInput()), indices = ranked(adaptor.getIndices());
+  std::string problem = gatherProblem(x, indices, "input");
+  if (!problem.empty())
+    return emitOptionalError(loc, problem);
+  inferred.push_back(
+      RankedTensorType::get(indices.getShape(), x.getElementType()));
+  return success();
+}
+
+LogicalResult GatherGradOp::verify() {
+  // As the forward's, with dx for x and dy for its result.
+  auto dx = ranked(getResult()), dy = ranked(getResultGrad());
+  auto indices = ranked(getIndices());
+  std::string problem = gatherProblem(dx, indices, "the result");
+  if (!problem.empty())
+    return emitOpError(problem);
+  auto want = RankedTensorType::get(indices.getShape(), dx.getElementType());
+  if (dy != want)
+    return emitOpError("expected a result gradient of type ")
+           << want << ", got " << dy;
+  return success();
+}
+
+std::optional<int64_t> GatherOp::getIndexBound(OpOperand &operand) {
+  return &operand == &getIndicesMutable() ? boundOfDim(getInput(), -1)
+                                          : std::nullopt;
+}
+
+std::optional<int64_t> GatherGradOp::getIndexBound(OpOperand &operand) {
+  return &operand == &getIndicesMutable() ? boundOfDim(getResult(), -1)
+                                          : std::nullopt;
+}

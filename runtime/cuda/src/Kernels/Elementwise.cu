@@ -115,6 +115,35 @@ struct SoftplusGradOp {
   }
 };
 
+struct ReciprocalOp {
+  __device__ float operator()(float x) const { return zrt::reciprocal(x); }
+};
+struct ReciprocalGradOp {
+  __device__ float operator()(float y, float g) const {
+    return zrt::reciprocalGrad(y, g);
+  }
+};
+struct ClampOp {
+  float lo, hi;
+  __device__ float operator()(float x) const { return zrt::clamp(x, lo, hi); }
+};
+struct ClampGradOp {
+  float lo, hi;
+  __device__ float operator()(float x, float g) const {
+    return zrt::clampGrad(x, lo, hi, g);
+  }
+};
+struct MinimumOp {
+  __device__ float operator()(float a, float b) const {
+    return zrt::minimum(a, b);
+  }
+};
+struct MaximumOp {
+  __device__ float operator()(float a, float b) const {
+    return zrt::maximum(a, b);
+  }
+};
+
 /// out[i] = op(in[i]); out may alias in (each element is read, then
 /// written, by the same thread).
 template <typename T, int W, typename Op>
@@ -221,6 +250,44 @@ __global__ void __launch_bounds__(kThreads)
     dx[i] = fromF32<T>(d);
     pp[i] = fromF32<T>(p);
     pn[i] = fromF32<T>(q);
+  }
+}
+
+/// (da[i], db[i]) = minimumGrad or maximumGrad(a[i], b[i], dy[i]); the
+/// outputs may alias the inputs of the same index.
+template <typename T, bool kMax>
+__global__ void __launch_bounds__(kThreads)
+    minMaxGradKernel(const T *a, const T *b, const T *dy, T *da, T *db,
+                     int64_t n) {
+  for (int64_t i = globalThread(); i < n; i += globalThreads()) {
+    float u, v;
+    if constexpr (kMax)
+      zrt::maximumGrad(toF32(a[i]), toF32(b[i]), toF32(dy[i]), u, v);
+    else
+      zrt::minimumGrad(toF32(a[i]), toF32(b[i]), toF32(dy[i]), u, v);
+    da[i] = fromF32<T>(u);
+    db[i] = fromF32<T>(v);
+  }
+}
+
+/// y[i] = where(cond[i], a[i], b[i]); y may alias an input.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    whereKernel(const T *cond, const T *a, const T *b, T *y, int64_t n) {
+  for (int64_t i = globalThread(); i < n; i += globalThreads())
+    y[i] = fromF32<T>(zrt::where(toF32(cond[i]), toF32(a[i]), toF32(b[i])));
+}
+
+/// (dt[i], df[i]) = whereGrad(cond[i], dy[i]); the outputs may alias the
+/// inputs of the same index.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    whereGradKernel(const T *cond, const T *dy, T *dt, T *df, int64_t n) {
+  for (int64_t i = globalThread(); i < n; i += globalThreads()) {
+    float t, f;
+    zrt::whereGrad(toF32(cond[i]), toF32(dy[i]), t, f);
+    dt[i] = fromF32<T>(t);
+    df[i] = fromF32<T>(f);
   }
 }
 
@@ -670,5 +737,108 @@ void zrt::cuda::reduceSum(int32_t dtype, const void *in, void *out,
         <<<gridFor(tiles, 1), dim3(kColTile, kRowLanes), 0, computeStream()>>>(
             static_cast<const T *>(in), static_cast<T *>(out), rows, cols);
     checkLaunch("zrt_reduce_sum");
+  });
+}
+
+// Reinforcement learning's losses (GRPO): clamp, minimum/maximum, where.
+
+namespace {
+
+/// A clamp bound as a tensor of `dtype` holds it: torch converts a number
+/// bound to the tensor's dtype (as the CPU kernels' roundTo).
+float boundIn(int32_t dtype, double v) {
+  float f = float(v);
+  if (dtype == ZRT_BF16)
+    return __bfloat162float(__float2bfloat16_rn(f));
+  if (dtype == ZRT_F16)
+    return __half2float(__float2half_rn(f));
+  return f;
+}
+
+template <bool kMax>
+void minMaxGrad(const char *kernel, int32_t dtype, const void *a, const void *b,
+                const void *dy, void *da, void *db, int64_t n) {
+  checkDims(kernel, n);
+  dispatch(dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0)
+      return;
+    minMaxGradKernel<T, kMax><<<packGrid(n, 1), kThreads, 0, computeStream()>>>(
+        static_cast<const T *>(a), static_cast<const T *>(b),
+        static_cast<const T *>(dy), static_cast<T *>(da), static_cast<T *>(db),
+        n);
+    checkLaunch(kernel);
+  });
+}
+
+} // namespace
+
+void zrt::cuda::reciprocal(int32_t dtype, const void *x, void *y, int64_t n) {
+  unary("zrt_reciprocal", dtype, x, y, n, ReciprocalOp{});
+}
+
+void zrt::cuda::reciprocalGrad(int32_t dtype, const void *y, const void *dy,
+                               void *dx, int64_t n) {
+  binary<false>("zrt_reciprocal_grad", dtype, y, dy, dx, n, n,
+                ReciprocalGradOp{});
+}
+
+void zrt::cuda::clamp(int32_t dtype, const void *x, void *y, int64_t n,
+                      double lo, double hi) {
+  unary("zrt_clamp", dtype, x, y, n,
+        ClampOp{boundIn(dtype, lo), boundIn(dtype, hi)});
+}
+
+void zrt::cuda::clampGrad(int32_t dtype, const void *x, const void *dy,
+                          void *dx, int64_t n, double lo, double hi) {
+  binary<false>("zrt_clamp_grad", dtype, x, dy, dx, n, n,
+                ClampGradOp{boundIn(dtype, lo), boundIn(dtype, hi)});
+}
+
+void zrt::cuda::minimum(int32_t dtype, const void *a, const void *b, void *y,
+                        int64_t n) {
+  binary<false>("zrt_minimum", dtype, a, b, y, n, n, MinimumOp{});
+}
+
+void zrt::cuda::maximum(int32_t dtype, const void *a, const void *b, void *y,
+                        int64_t n) {
+  binary<false>("zrt_maximum", dtype, a, b, y, n, n, MaximumOp{});
+}
+
+void zrt::cuda::minimumGrad(int32_t dtype, const void *a, const void *b,
+                            const void *dy, void *da, void *db, int64_t n) {
+  minMaxGrad<false>("zrt_minimum_grad", dtype, a, b, dy, da, db, n);
+}
+
+void zrt::cuda::maximumGrad(int32_t dtype, const void *a, const void *b,
+                            const void *dy, void *da, void *db, int64_t n) {
+  minMaxGrad<true>("zrt_maximum_grad", dtype, a, b, dy, da, db, n);
+}
+
+void zrt::cuda::where(int32_t dtype, const void *cond, const void *a,
+                      const void *b, void *y, int64_t n) {
+  checkDims("zrt_where", n);
+  dispatch(dtype, "zrt_where", [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0)
+      return;
+    whereKernel<T><<<packGrid(n, 1), kThreads, 0, computeStream()>>>(
+        static_cast<const T *>(cond), static_cast<const T *>(a),
+        static_cast<const T *>(b), static_cast<T *>(y), n);
+    checkLaunch("zrt_where");
+  });
+}
+
+void zrt::cuda::whereGrad(int32_t dtype, const void *cond, const void *dy,
+                          void *dt, void *df, int64_t n) {
+  checkDims("zrt_where_grad", n);
+  dispatch(dtype, "zrt_where_grad", [&](auto tag) {
+    using T = decltype(tag);
+    if (n == 0)
+      return;
+    whereGradKernel<T><<<packGrid(n, 1), kThreads, 0, computeStream()>>>(
+        static_cast<const T *>(cond), static_cast<const T *>(dy),
+        static_cast<T *>(dt), static_cast<T *>(df), n);
+    checkLaunch("zrt_where_grad");
   });
 }

@@ -268,6 +268,50 @@ int rowWordBytes(int64_t rowBytes, const void *a, const void *b) {
   return 2;
 }
 
+/// y[r * k + j] = x[r * cols + indices[r * k + j]], a thread per element;
+/// an index outside [0, cols) is reported and its element left unchanged.
+template <typename T, typename I>
+__global__ void __launch_bounds__(kThreads)
+    gatherKernel(const T *x, const I *indices, T *y, int64_t rows, int64_t cols,
+                 int64_t k, int *error) {
+  for (int64_t i = globalThread(); i < rows * k; i += globalThreads()) {
+    I c = indices[i];
+    if (!validId(c, cols)) {
+      reportDeviceError(error, kIdOutOfRange);
+      continue;
+    }
+    y[i] = x[(i / k) * cols + int64_t(c)];
+  }
+}
+
+/// dx (zeroed) [r * cols + indices[r * k + j]] = the fp32 sum of the dy of
+/// that index in the order of j, a thread per row (as the CPU's).
+template <typename T, typename I>
+__global__ void __launch_bounds__(kThreads)
+    gatherGradKernel(const I *indices, const T *dy, T *dx, int64_t rows,
+                     int64_t cols, int64_t k, int *error) {
+  for (int64_t r = globalThread(); r < rows; r += globalThreads()) {
+    const I *ir = indices + r * k;
+    const T *gr = dy + r * k;
+    for (int64_t j = 0; j < k; ++j) {
+      if (!validId(ir[j], cols)) {
+        reportDeviceError(error, kIdOutOfRange);
+        continue;
+      }
+      bool seen = false;
+      for (int64_t p = 0; p < j && !seen; ++p)
+        seen = ir[p] == ir[j];
+      if (seen)
+        continue;
+      float sum = 0.0f;
+      for (int64_t p = j; p < k; ++p)
+        if (ir[p] == ir[j])
+          sum += toF32(gr[p]);
+      dx[r * cols + int64_t(ir[j])] = fromF32<T>(sum);
+    }
+  }
+}
+
 } // namespace
 
 void zrt::cuda::embedding(int32_t dtype, const void *table, int32_t idType,
@@ -345,6 +389,49 @@ void zrt::cuda::embeddingGrad(int32_t dtype, const void *dy, int32_t idType,
       else
         bucketSumKernel<T, I, false><<<buckets, kBucketThreads, 0, stream>>>(
             g, idv, ends, order, out, vocab, dim, paddingIdx);
+      checkLaunch(kernel);
+    });
+  });
+}
+
+void zrt::cuda::gather(int32_t dtype, const void *x, int32_t indexType,
+                       const void *indices, void *y, int64_t rows, int64_t cols,
+                       int64_t k) {
+  const char *kernel = "zrt_gather";
+  checkDims(kernel, rows, cols, k);
+  dispatch(dtype, kernel, [&](auto tag) {
+    dispatchIndex(indexType, kernel, [&](auto idTag) {
+      using T = decltype(tag);
+      using I = decltype(idTag);
+      if (rows * k == 0)
+        return;
+      gatherKernel<T, I>
+          <<<gridFor(rows * k, kThreads), kThreads, 0, computeStream()>>>(
+              static_cast<const T *>(x), static_cast<const I *>(indices),
+              static_cast<T *>(y), rows, cols, k, deviceErrorWord());
+      checkLaunch(kernel);
+    });
+  });
+}
+
+void zrt::cuda::gatherGrad(int32_t dtype, int32_t indexType,
+                           const void *indices, const void *dy, void *dx,
+                           int64_t rows, int64_t cols, int64_t k) {
+  const char *kernel = "zrt_gather_grad";
+  checkDims(kernel, rows, cols, k);
+  dispatch(dtype, kernel, [&](auto tag) {
+    dispatchIndex(indexType, kernel, [&](auto idTag) {
+      using T = decltype(tag);
+      using I = decltype(idTag);
+      cudaStream_t stream = computeStream();
+      if (rows * cols > 0)
+        ZRT_CUDA_CHECK(
+            cudaMemsetAsync(dx, 0, size_t(rows * cols) * sizeof(T), stream));
+      if (rows * k == 0)
+        return;
+      gatherGradKernel<T, I><<<gridFor(rows, kThreads), kThreads, 0, stream>>>(
+          static_cast<const I *>(indices), static_cast<const T *>(dy),
+          static_cast<T *>(dx), rows, cols, k, deviceErrorWord());
       checkLaunch(kernel);
     });
   });

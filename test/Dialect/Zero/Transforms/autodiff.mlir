@@ -672,3 +672,61 @@ zero.train_step @xielu(%y: tensor<4x6xi64>)
   // CHECK-DAG: zero.grad @p, %[[DP]] : tensor<1xf32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// A policy-gradient loss's ops: gather's gradient is a scatter-add of the
+// indices, where's goes to both branches (its mask none), maximum's and
+// minimum's to both operands, clamp's through its mask of the input; no
+// gradient flows through stop_gradient, so @v gets minimum's only.
+zero.param @w : tensor<4x6x8xf32> init normal std 0.1
+zero.param @v : tensor<4x6x8xf32> init normal std 0.1
+// CHECK-LABEL: zero.train_step @rl
+zero.train_step @rl(%idx: tensor<4x6x8xi64>, %y: tensor<4x6xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %w = zero.get_param @w : tensor<4x6x8xf32>
+  %v = zero.get_param @v : tensor<4x6x8xf32>
+  // CHECK: %[[SG:.*]] = nn.stop_gradient %[[V:.*]] :
+  %sg = nn.stop_gradient %v : tensor<4x6x8xf32>
+  // CHECK: %[[C:.*]] = nn.clamp %[[W:.*]] min -5.000000e-01 max 5.000000e-01
+  %c = nn.clamp %w min -0.5 max 0.5 : tensor<4x6x8xf32>
+  // CHECK: %[[MN:.*]] = nn.minimum %[[C]], %[[V]]
+  %mn = nn.minimum %c, %v : tensor<4x6x8xf32>
+  // CHECK: %[[MX:.*]] = nn.maximum %[[MN]], %[[SG]]
+  %mx = nn.maximum %mn, %sg : tensor<4x6x8xf32>
+  // CHECK: %[[WH:.*]] = nn.where %[[SG]], %[[MX]], %[[W]]
+  %wh = nn.where %sg, %mx, %w : tensor<4x6x8xf32>
+  // CHECK: %[[G:.*]] = nn.gather %[[WH]][%[[IDX:.*]]] :
+  %g = nn.gather %wh[%idx] : tensor<4x6x8xf32>, tensor<4x6x8xi64> -> tensor<4x6x8xf32>
+  %loss = nn.softmax_cross_entropy %g, %y : tensor<4x6x8xf32>, tensor<4x6xi64> -> tensor<f32>
+  // CHECK: %[[D:.*]] = nn.softmax_cross_entropy_grad %[[G]]
+  // CHECK-NEXT: %[[DWH:.*]] = nn.gather_grad %[[IDX]], %[[D]] : tensor<4x6x8xi64>, tensor<4x6x8xf32> -> tensor<4x6x8xf32>
+  // CHECK-NEXT: %[[DT:.*]], %[[DF:.*]] = nn.where_grad %[[SG]], %[[DWH]] : tensor<4x6x8xf32>
+  // CHECK-NEXT: %[[DMN:.*]], %{{.*}} = nn.maximum_grad %[[MN]], %[[SG]], %[[DT]] : tensor<4x6x8xf32>
+  // CHECK-NEXT: %[[DC:.*]], %[[DV:.*]] = nn.minimum_grad %[[C]], %[[V]], %[[DMN]] : tensor<4x6x8xf32>
+  // CHECK-NEXT: %[[DW:.*]] = nn.clamp_grad %[[W]], %[[DC]] min -5.000000e-01 max 5.000000e-01 : tensor<4x6x8xf32>
+  // CHECK-DAG: zero.grad @v, %[[DV]] : tensor<4x6x8xf32>
+  // CHECK-DAG: %[[SUM:.*]] = nn.add %{{.*}}, %{{.*}} : tensor<4x6x8xf32>, tensor<4x6x8xf32>
+  // CHECK-DAG: zero.grad @w, %[[SUM]] : tensor<4x6x8xf32>
+  // CHECK-NOT: nn.stop_gradient
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// reciprocal's gradient comes from its result, as PyTorch's.
+zero.param @r : tensor<4x6x8xf32> init ones
+// CHECK-LABEL: zero.train_step @reciprocal
+zero.train_step @reciprocal(%y: tensor<4x6xi64>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %r = zero.get_param @r : tensor<4x6x8xf32>
+  // CHECK: %[[Q:.*]] = nn.reciprocal %{{.*}} : tensor<4x6x8xf32>
+  %q = nn.reciprocal %r : tensor<4x6x8xf32>
+  %loss = nn.softmax_cross_entropy %q, %y : tensor<4x6x8xf32>, tensor<4x6xi64> -> tensor<f32>
+  // CHECK: %[[D:.*]] = nn.softmax_cross_entropy_grad
+  // CHECK-NEXT: %[[DR:.*]] = nn.reciprocal_grad %[[Q]], %[[D]] : tensor<4x6x8xf32>
+  // CHECK: zero.grad @r, %[[DR]]
+  zero.return %loss : tensor<f32>
+}

@@ -259,6 +259,17 @@ def NN_LogOp : NN_UnaryOp<"log", "Natural logarithm"> {
   }];
   let torchOps = ["torch.log", "Tensor.log"];
 }
+def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", "Reciprocal"> {
+  let description = [{
+    `1 / x`, computed in fp32 (inf at 0). The importer writes a quotient of
+    two tensors `a / b` as `a * reciprocal(b)`.
+
+    ```mlir
+    %y = nn.reciprocal %x : tensor<64x256xf32>
+    ```
+  }];
+  let torchOps = ["torch.reciprocal", "Tensor.reciprocal"];
+}
 def NN_SoftplusOp : NN_Op<"softplus", [SameOperandsAndResultType,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Softplus, as PyTorch's (beta and threshold)";
@@ -1122,6 +1133,8 @@ def NN_SoftmaxGradOp : NN_PointwiseGradOp<"softmax_grad", "softmax", "result"> {
 }
 def NN_ExpGradOp : NN_PointwiseGradOp<"exp_grad", "exp", "result">;
 def NN_LogGradOp : NN_PointwiseGradOp<"log_grad", "log", "input">;
+def NN_ReciprocalGradOp : NN_PointwiseGradOp<"reciprocal_grad", "reciprocal",
+                                           "result">;
 def NN_SoftplusGradOp : NN_Op<"softplus_grad", [
     AllTypesMatch<["input", "result_grad", "result"]>]> {
   let summary = "Backward of `nn.softplus`";
@@ -1622,6 +1635,228 @@ def NN_XieluGradOp : NN_Op<"xielu_grad", [
   let assemblyFormat = [{
     $input `,` $alpha_p `,` $alpha_n `,` $result_grad `beta` $beta `eps` $eps
     attr-dict `:` type($input) `,` type($alpha_p)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reinforcement learning: the ops of a policy-gradient loss (GRPO as TRL's
+// GRPOTrainer writes it, DAPO, Dr. GRPO) over a causal LM's logits:
+//
+//   logps    = nn.gather logits[ids] - nn.logsumexp logits   (per token)
+//   ratio    = nn.exp (logps - nn.stop_gradient logps)
+//   clipped  = nn.clamp ratio min 0.8 max 1.2
+//   per_tok  = -(nn.minimum ratio * adv, clipped * adv)
+//
+// Boolean tensors are float masks: `nn.where` selects where its condition
+// is nonzero.
+//===----------------------------------------------------------------------===//
+
+def NN_ClampOp : NN_Op<"clamp", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Clamp to [min, max], as torch.clamp with number bounds";
+  let description = [{
+    `min(max(x, min), max)` in fp32 with either bound left out (at least one
+    given); NaN propagates, and with `min > max` every element is `max`, as
+    torch's. The bounds are converted to fp32 as torch converts a Python
+    number for a float32 tensor. The gradient passes where
+    `min <= x <= max` (both inclusive, as torch.clamp's backward).
+
+    ```mlir
+    %y = nn.clamp %x min 8.000000e-01 max 1.200000e+00 : tensor<8x64xf32>
+    %z = nn.clamp %x min 1.000000e+00 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`min` $min^)? (`max` $max^)? attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+class NN_SameShapeBinaryOp<string mnemonic, string what> : NN_Op<mnemonic, [
+    SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Elementwise " # what # " of two tensors of one type";
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def NN_MinimumOp : NN_SameShapeBinaryOp<"minimum", "minimum"> {
+  let description = [{
+    torch.minimum of two tensors of the same type (no broadcasting: the
+    importer expands an operand first): NaN where either is NaN. Its
+    gradient goes to the smaller operand, half to each at a tie, as
+    autograd's.
+
+    ```mlir
+    %y = nn.minimum %a, %b : tensor<8x64xf32>
+    ```
+  }];
+}
+def NN_MaximumOp : NN_SameShapeBinaryOp<"maximum", "maximum"> {
+  let description = [{
+    torch.maximum of two tensors of the same type, as `nn.minimum`: NaN
+    where either is NaN, the gradient to the larger operand, half to each
+    at a tie.
+
+    ```mlir
+    %y = nn.maximum %a, %b : tensor<8x64xf32>
+    ```
+  }];
+}
+
+def NN_WhereOp : NN_Op<"where", [
+    AllTypesMatch<["condition", "true_value", "false_value", "result"]>,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Select by a mask, as torch.where";
+  let description = [{
+    `condition != 0 ? true_value : false_value` elementwise. The condition
+    is a float mask (1 and 0, a boolean tensor as the step holds one) of
+    the values' type; it gets no gradient (NaN counts as true, as
+    `bool(nan)`). The gradient of each value is the result's where it was
+    selected and 0 elsewhere.
+
+    ```mlir
+    %y = nn.where %mask, %a, %b : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$condition, NN_FloatTensor:$true_value,
+                       NN_FloatTensor:$false_value);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $true_value `,` $false_value attr-dict `:` type($result)
+  }];
+}
+
+def NN_StopGradientOp : NN_Op<"stop_gradient", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>,
+    DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
+  let summary = "Identity without a derivative, as torch's detach()";
+  let description = [{
+    The input's values, through which no gradient flows: `zero-autodiff`
+    gives its input none. A view of its input's buffer: no kernel runs.
+
+    ```mlir
+    %old = nn.stop_gradient %logps : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def NN_GatherOp : NN_Op<"gather", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>,
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
+  let summary = "Elements along the last dimension, as torch.gather(x, -1, i)";
+  let description = [{
+    `x` [..., N] and `indices` [..., K] with the same leading dimensions:
+    `result[..., j] = x[..., indices[..., j]]` ([..., K], x's element type),
+    as `torch.gather(x, -1, indices)` and `torch.take_along_dim(x, indices,
+    -1)`. `indices` may also be [...] (x's rank minus one), one element per
+    row, the result then [...]: `x.gather(-1, i.unsqueeze(-1)).squeeze(-1)`,
+    TRL's selective log-softmax. Indices lie in `[0, N)`; others are a
+    runtime error. The gradient adds each result's gradient into its
+    element (`nn.gather_grad`, a scatter-add in index order).
+
+    ```mlir
+    %y = nn.gather %logits[%ids] : tensor<8x64x256xf32>, tensor<8x64xi64> -> tensor<8x64xf32>
+    %z = nn.gather %x[%idx] : tensor<8x16xf32>, tensor<8x3xi32> -> tensor<8x3xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_IndexTensor:$indices);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `[` $indices `]` attr-dict `:` type($input) `,` type($indices) `->` type($result)
+  }];
+}
+
+def NN_ClampGradOp : NN_Op<"clamp_grad", [
+    AllTypesMatch<["input", "result_grad", "result"]>]> {
+  let summary = "Backward of `nn.clamp`";
+  let description = [{
+    `min <= x <= max ? dy : 0` from the forward input (a bound left out
+    always holds; NaN inputs get 0).
+
+    ```mlir
+    %dx = nn.clamp_grad %x, %dy min 8.000000e-01 max 1.200000e+00 : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$result_grad,
+                       OptionalAttr<F64Attr>:$min, OptionalAttr<F64Attr>:$max);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $result_grad (`min` $min^)? (`max` $max^)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+class NN_SameShapeBinaryGradOp<string mnemonic, string fwd, string rule>
+    : NN_Op<mnemonic, [AllTypesMatch<["lhs", "rhs", "result_grad", "lhs_grad",
+                                      "rhs_grad"]>]> {
+  let summary = "Backward of `nn." # fwd # "`";
+  let description = [{
+    From both operands and the result's gradient dy, as autograd's
+    }] # rule # [{
+
+    ```mlir
+    %da, %db = nn.}] # mnemonic # [{ %a, %b, %dy : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$lhs, NN_FloatTensor:$rhs,
+                       NN_FloatTensor:$result_grad);
+  let results = (outs NN_FloatTensor:$lhs_grad, NN_FloatTensor:$rhs_grad);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $result_grad attr-dict `:` type($lhs)
+  }];
+}
+def NN_MinimumGradOp : NN_SameShapeBinaryGradOp<"minimum_grad", "minimum", [{
+    `da = a == b ? dy / 2 : (a > b ? 0 : dy)` and
+    `db = a == b ? dy / 2 : (a < b ? 0 : dy)` (a NaN operand: both get dy).
+  }]>;
+def NN_MaximumGradOp : NN_SameShapeBinaryGradOp<"maximum_grad", "maximum", [{
+    `da = a == b ? dy / 2 : (a < b ? 0 : dy)` and
+    `db = a == b ? dy / 2 : (a > b ? 0 : dy)` (a NaN operand: both get dy).
+  }]>;
+
+def NN_WhereGradOp : NN_Op<"where_grad", [
+    AllTypesMatch<["condition", "result_grad", "true_grad", "false_grad"]>]> {
+  let summary = "Backward of `nn.where`";
+  let description = [{
+    `dt = condition != 0 ? dy : 0` and `df = condition != 0 ? 0 : dy`.
+
+    ```mlir
+    %dt, %df = nn.where_grad %mask, %dy : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$condition,
+                       NN_FloatTensor:$result_grad);
+  let results = (outs NN_FloatTensor:$true_grad, NN_FloatTensor:$false_grad);
+  let assemblyFormat = [{
+    $condition `,` $result_grad attr-dict `:` type($condition)
+  }];
+}
+
+def NN_GatherGradOp : NN_Op<"gather_grad", [NN_KeepsLeadingRows,
+    DeclareOpInterfaceMethods<IndexOperandOpInterface>]> {
+  let summary = "Backward of `nn.gather`: a scatter-add";
+  let description = [{
+    `dx` [..., N] (the result's type) zero but for `dx[..., i[..., j]] +=
+    dy[..., j]`, added in the order of j (fp32 sums, deterministic), from
+    the indices and the gradient of the gather's result.
+
+    ```mlir
+    %dx = nn.gather_grad %ids, %dy : tensor<8x64xi64>, tensor<8x64xf32> -> tensor<8x64x256xf32>
+    ```
+  }];
+  let arguments = (ins NN_IndexTensor:$indices, NN_FloatTensor:$result_grad);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $result_grad attr-dict `:` type($indices) `,` type($result_grad) `->` type($result)
   }];
   let hasVerifier = 1;
 }
