@@ -111,6 +111,8 @@ class Lowering(Blocks):
         # in named_parameters() (which lists each parameter once).
         self.param_names = {}
         self.param_syms = {}
+        # id(parameter): (read with gradients enabled, first read, it).
+        self.param_reads = {}
         for name, p in module.named_parameters():
             self.param_names[id(p)] = name
         self.used_params = []
@@ -123,8 +125,13 @@ class Lowering(Blocks):
 
     def param(self, p, where):
         # requires_grad=False: a zero.param that does not train.
-        return self._param_sym(p, self.param_names.get(id(p)), "parameter",
-                               not p.requires_grad, where)
+        sym = self._param_sym(p, self.param_names.get(id(p)), "parameter",
+                              not p.requires_grad, where)
+        # Where it is read with gradients enabled (any read will do).
+        grad = not getattr(self, "no_grad", False)
+        first = self.param_reads.get(id(p), (False, where, p))
+        self.param_reads[id(p)] = (first[0] or grad, first[1], p)
+        return sym
 
     def buffer(self, buf, where):
         """A frozen zero.param of the module's buffer `buf` (a router's
@@ -173,8 +180,36 @@ class Lowering(Blocks):
             if node.op == "output":
                 self.output = self.lookup(node.args[0])
                 continue
+            self.no_grad = bool(node.meta.get("zi_no_grad"))
             self.env[node] = self.lower(node, where)
+            if self.no_grad:
+                self.env[node] = self.detach_region(node, self.env[node],
+                                                    where)
+        self.no_grad = False
+        # A parameter read only under torch.no_grad() has no gradient in
+        # PyTorch, which leaves it alone; the step's optimizer would still
+        # decay it.
+        for grad, where, p in self.param_reads.values():
+            if not grad and p.requires_grad:
+                where.fail("parameter '%s' is only read with gradients "
+                           "disabled (torch.no_grad() or inference mode "
+                           "inside forward()): PyTorch would not train it; "
+                           "freeze it (requires_grad_(False))" %
+                           self.param_names.get(id(p)))
         return self.g
+
+    def detach_region(self, node, value, where):
+        """A value computed under torch.no_grad() that a node outside the
+        region reads: nn.stop_gradient of it, as PyTorch gives it no
+        gradient (inside the region, none flows either way)."""
+        if not any(not u.meta.get("zi_no_grad") for u in node.users):
+            return value
+
+        def detach(v):
+            if isinstance(v, (tuple, list)):
+                return type(v)(detach(x) for x in v)
+            return self.stop_gradient(v, where) if is_sym(v) else v
+        return detach(value)
 
     def lookup(self, a):
         if isinstance(a, torch.fx.Node):

@@ -131,7 +131,9 @@ class Blocks:
                 return self.broadcast("add", a, self.scale(b, -1.0, where),
                                       value, where)
             if kind == "div":
-                where.fail("division of two tensors has no equivalent")
+                # a * (1 / b): within a rounding of PyTorch's quotient.
+                r = self.emit("reciprocal", [b], {}, [b.shape], where)
+                return self.broadcast("mul", a, r, value, where)
             return self.broadcast(kind, a, b, value, where)
         sym, const, sym_first = (a, b, True) if is_sym(a) else (b, a, False)
         sym = self.float_sym(sym, where)
@@ -156,14 +158,117 @@ class Blocks:
             return self.scale(sym, c, where)
         if kind == "div":
             if not sym_first:
-                where.fail("division of a constant by a tensor has no "
-                           "equivalent")
+                # c / x as c * reciprocal(x).
+                r = self.emit("reciprocal", [sym], {}, [sym.shape], where)
+                return r if c == 1.0 else self.scale(r, c, where)
             return self.scale(sym, 1.0 / c, where)
         if kind == "sub":
             if sym_first:
                 return self.add_scalar(sym, -c, where)
             return self.add_scalar(self.scale(sym, -1.0, where), c, where)
         return self.add_scalar(sym, c, where)
+
+    def expand_to(self, x, shape, where):
+        """x broadcast to `shape` as a tensor of its own: a suffix of the
+        shape added to zeros (nn.add broadcasts it), a [.., 1] column times
+        a row of ones (nn.matmul, exact)."""
+        shape = tuple(shape)
+        if x.shape == shape:
+            return x
+        def is_suffix(s):
+            return len(s) <= len(shape) and shape[len(shape) - len(s):] == s
+
+        rs = x.shape  # [1, T, C] over [B, T, C] is [T, C] broadcast
+        while rs and rs[0] == 1 and not is_suffix(rs):
+            rs = rs[1:]
+        if is_suffix(rs):
+            if rs != x.shape:
+                x = self.emit("reshape", [x], {}, [rs], where)
+            return self.emit("add", [self.fill(0.0, shape, where), x], {},
+                             [shape], where)
+        if len(shape) >= 2 and x.shape == shape[:-1] + (1,):
+            return self.emit("matmul", [x, self.fill(1.0, (1, shape[-1]),
+                                                     where)],
+                             {}, [shape], where)
+        where.fail("%s broadcasting %s to %s has no equivalent (a suffix of "
+                   "the shape, or a [.., 1] column)" % (
+                       where.op, list(x.shape), list(shape)))
+
+    def clamp(self, x, lo, hi, where):
+        x = self.float_sym(x, where)
+        for v in (lo, hi):
+            if v is not None and math.isnan(v):
+                where.fail("%s with a NaN bound has no equivalent" % where.op)
+        # An infinite bound that always holds is none.
+        lo = None if lo == -math.inf else lo
+        hi = None if hi == math.inf else hi
+        if lo == math.inf or hi == -math.inf:
+            where.fail("%s with an infinite bound has no equivalent"
+                       % where.op)
+        if lo is None and hi is None:
+            return x
+        attrs = {}
+        if lo is not None:
+            attrs["min"] = lo
+        if hi is not None:
+            attrs["max"] = hi
+        return self.emit("clamp", [x], attrs, [x.shape], where)
+
+    def stop_gradient(self, x, where):
+        if isinstance(x, Const) or (is_sym(x) and not x.is_float):
+            return x
+        x = self.float_sym(x, where)
+        return self.emit("stop_gradient", [x], {}, [x.shape], where)
+
+    def where(self, mask, a, b, value, where):
+        """torch.where(mask, a, b) with a mask computed in the step (a float
+        mask, nonzero for true) and a, b tensors or numbers."""
+        out = tuple(value.shape)
+        mask = self.expand_to(self.float_sym(mask, where, "the condition"),
+                              out, where)
+
+        def branch(v):
+            v = unwrap(v)
+            if torch.is_tensor(v) and v.dim() == 0:
+                v = v.item()
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return self.fill(float(v), out, where)
+            return self.expand_to(self.float_sym(v, where), out, where)
+
+        return self.emit("where", [mask, branch(a), branch(b)], {}, [out],
+                         where)
+
+    def gather(self, x, dim, idx, value, where):
+        """x.gather(-1, idx): nn.gather of the step's integer ids, or of
+        ids.unsqueeze(-1) as the ids themselves (TRL's selective
+        log-softmax), the result then viewed as [..., 1]."""
+        x = self.float_sym(x, where)
+        rank = len(x.shape)
+        if norm_axis(dim, rank, where) != rank - 1:
+            where.fail("%s along dimension %d has no equivalent (nn.gather "
+                       "takes the last)" % (where.op, dim))
+        if not is_sym(idx) or idx.is_float:
+            where.fail("%s with indices that are not integer ids of the "
+                       "step has no equivalent" % where.op)
+        out = tuple(value.shape)
+        if idx.op is not None and idx.op.kind == "int_reshape" and \
+                idx.op.operands[0].op is None and \
+                idx.shape == idx.op.operands[0].shape + (1,):
+            ids = idx.op.operands[0]
+            if ids.shape != x.shape[:-1]:
+                where.fail("%s with indices %s of a tensor %s has no "
+                           "equivalent (the leading dimensions must agree)"
+                           % (where.op, list(idx.shape), list(x.shape)))
+            y = self.emit("gather", [x, ids], {}, [ids.shape], where)
+            return self.emit("reshape", [y], {}, [out], where)
+        if idx.op is not None:
+            where.fail("%s with indices computed in the step (other than "
+                       "ids.unsqueeze(-1)) has no equivalent" % where.op)
+        if len(idx.shape) != rank or idx.shape[:-1] != x.shape[:-1]:
+            where.fail("%s with indices %s of a tensor %s has no equivalent "
+                       "(the leading dimensions must agree)" % (
+                           where.op, list(idx.shape), list(x.shape)))
+        return self.emit("gather", [x, idx], {}, [out], where)
 
     def add_scalar(self, x, c, where):
         return self.emit("add_scalar", [x], {"value": c}, [x.shape], where)

@@ -301,11 +301,14 @@ def _sdpa(low, c):
 def _where_mask(low, c):
     """torch.where(mask, x, fill) with a constant mask and fill (GPT-Neo's
     causal and local masks): x.masked_fill(~mask, fill), which fuse.py
-    recognises before an attention's softmax."""
+    recognises before an attention's softmax; with a mask computed in the
+    step (a float mask, as the step holds booleans), nn.where."""
     if len(c.a) != 3 or c.kw:
         c.where.fail("torch.where other than where(mask, x, fill) has no "
                      "equivalent")
     mask, x, fill = c.a
+    if is_sym(mask):
+        return low.where(mask, x, fill, c.value, c.where)
     fill = unwrap(fill)
     if torch.is_tensor(fill) and fill.dim() == 0:
         fill = fill.item()
@@ -394,6 +397,13 @@ def _sum(low, c):
         dim = dim[0]
     if dim is None and len(x.shape) == 1:
         dim = 0
+    if dim is None and len(x.shape) >= 1 and dtype in (None, torch.float32):
+        # Every element: the flattened row's sum, a 0-d result.
+        n = math.prod(x.shape)
+        y = low.emit("matmul", [low.emit("reshape", [x], {}, [(1, n)], where),
+                                low.fill(1.0, (1, n), where)],
+                     {"transpose_rhs": True}, [(1, 1)], where)
+        return low.emit("reshape", [y], {}, [tuple(c.value.shape)], where)
     if isinstance(dim, (tuple, list)) or dim is None or \
             norm_axis(dim, len(x.shape), where) != len(x.shape) - 1:
         where.fail("%s over dimension %s has no equivalent (a sum over the "
@@ -437,7 +447,10 @@ def _expand(low, c):
 def _max_lowest(low, c):
     """torch.max(x, lowest), lowest one constant, float32's least finite
     value (XGLM's clamp after adding its mask): x wherever x is finite,
-    which fuse.py recognises between an attention's mask and softmax."""
+    which fuse.py recognises between an attention's mask and softmax; of
+    two tensors computed from the inputs or parameters, nn.maximum."""
+    if _two_tensors(c):
+        return _min_max(low, c, "maximum")
     lowest = unwrap(c.a[1]) if len(c.a) == 2 and not c.kw else None
     if not is_sym(c.x) or not torch.is_tensor(lowest) or \
             lowest.numel() != 1 or \
@@ -447,6 +460,115 @@ def _max_lowest(low, c):
                      % c.where.op)
     return low.pseudo("clamp_lowest", [low.float_sym(c.x, c.where)], {},
                       c.value, c.where)
+
+
+# A policy-gradient loss's operations (GRPO as TRL writes it): clamp,
+# minimum and maximum, where with a computed mask, detach, gather along the
+# last dimension.
+
+def _two_tensors(c):
+    return len(c.a) == 2 and not c.kw and is_sym(c.a[0]) and is_sym(c.a[1])
+
+
+def _min_max(low, c, kind):
+    """nn.minimum or nn.maximum of two tensors, each expanded to the
+    result's shape first (nn.minimum does not broadcast)."""
+    other = c.arg(1, "other")
+    if len(c.a) + len(c.kw) != 2 or not is_sym(c.x) or not is_sym(other):
+        c.where.fail("%s other than of two tensors computed from the inputs "
+                     "or parameters has no equivalent" % c.where.op)
+    out = tuple(c.value.shape)
+    a = low.expand_to(low.float_sym(c.x, c.where), out, c.where)
+    b = low.expand_to(low.float_sym(other, c.where), out, c.where)
+    return low.emit(kind, [a, b], {}, [out], c.where)
+
+
+@_rule(FUNCTIONS, torch.min, torch.minimum)
+@_rule(METHODS, "min", "minimum")
+def _minimum(low, c):
+    if not _two_tensors(c) and not (len(c.a) == 1 and "other" in c.kw):
+        c.where.fail("%s other than torch.minimum of two tensors (a "
+                     "reduction, or with a number) has no equivalent"
+                     % c.where.op)
+    return _min_max(low, c, "minimum")
+
+
+@_rule(METHODS, "max", "maximum")
+def _maximum(low, c):
+    if not _two_tensors(c) and not (len(c.a) == 1 and "other" in c.kw):
+        c.where.fail("%s other than torch.maximum of two tensors (a "
+                     "reduction, or with a number) has no equivalent"
+                     % c.where.op)
+    return _min_max(low, c, "maximum")
+
+
+def _bound(v, name, where):
+    """A clamp bound: None, or a number (a 0-d constant tensor's value)."""
+    v = unwrap(v)
+    if torch.is_tensor(v) and v.dim() == 0:
+        v = v.item()
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        where.fail("%s with a %s bound that is not a number (a tensor of "
+                   "bounds) has no equivalent" % (where.op, name))
+    return float(v)
+
+
+@_rule(FUNCTIONS, torch.clamp, torch.clip)
+@_rule(METHODS, "clamp", "clip")
+def _clamp(low, c):
+    return low.clamp(c.x, _bound(c.arg(1, "min"), "min", c.where),
+                     _bound(c.arg(2, "max"), "max", c.where), c.where)
+
+
+@_rule(FUNCTIONS, getattr(torch, "clamp_min", None))
+@_rule(METHODS, "clamp_min")
+def _clamp_min(low, c):
+    return low.clamp(c.x, _bound(c.arg(1, "min"), "min", c.where), None,
+                     c.where)
+
+
+@_rule(FUNCTIONS, getattr(torch, "clamp_max", None))
+@_rule(METHODS, "clamp_max")
+def _clamp_max(low, c):
+    return low.clamp(c.x, None, _bound(c.arg(1, "max"), "max", c.where),
+                     c.where)
+
+
+@_rule(FUNCTIONS, torch.detach)
+@_rule(METHODS, "detach")
+def _detach(low, c):
+    """x.detach(): nn.stop_gradient (integer ids have no gradient anyway)."""
+    return low.stop_gradient(c.x, c.where)
+
+
+@_rule(METHODS, "bool")
+def _bool(low, c):
+    """A float tensor as a boolean one: the step's booleans are float masks
+    of 1 and 0 (nn.where's condition), so x.bool() is where(x, 1, 0)."""
+    x = low.float_sym(c.x, c.where)
+    ones, zeros = (low.fill(v, x.shape, c.where) for v in (1.0, 0.0))
+    return low.emit("where", [x, ones, zeros], {}, [x.shape], c.where)
+
+
+@_rule(FUNCTIONS, torch.gather)
+@_rule(METHODS, "gather")
+def _gather(low, c):
+    if unwrap(c.kw.get("sparse_grad", False)):
+        c.where.fail("gather with sparse_grad has no equivalent")
+    return low.gather(c.x, unwrap(c.arg(1, "dim")), c.arg(2, "index"),
+                      c.value, c.where)
+
+
+@_rule(FUNCTIONS, torch.take_along_dim)
+@_rule(METHODS, "take_along_dim")
+def _take_along_dim(low, c):
+    dim = unwrap(c.arg(2, "dim"))
+    if dim is None:
+        c.where.fail("take_along_dim without dim (of the flattened tensor) "
+                     "has no equivalent")
+    return low.gather(c.x, dim, c.arg(1, "indices"), c.value, c.where)
 
 
 # Views, layout and indexing.

@@ -353,11 +353,9 @@ class ConcreteTracer(fx.Tracer):
         if kind == "output":
             return p
         if not torch.is_grad_enabled() and kind != "placeholder":
-            raise ImportFailure(
-                "%s runs with gradients disabled (torch.no_grad() or "
-                "inference mode inside forward()); the step differentiates "
-                "everything" % node.meta["zi_op"], op=node.meta["zi_op"],
-                path=node.meta["zi_path"], source=node.meta["zi_source"])
+            # torch.no_grad() (or inference mode) inside forward(): the
+            # lowering detaches what the region computes (zi_no_grad).
+            node.meta["zi_no_grad"] = True
         cargs, ckwargs = _concrete(args), _concrete(kwargs)
         try:
             self.concrete_mode = True

@@ -107,8 +107,11 @@ def make_advanced_index():
     return _make(lambda self, h: h.view(4, 2, 4)[:, [1], 0].repeat(1, 8))
 
 
-def make_tensor_division():
-    return _make(lambda self, h: h / (h * h))
+def make_floor_division():
+    """A quotient rounded down (a / b of two tensors is a * reciprocal(b),
+    grpo.test)."""
+    return _make(lambda self, h: torch.div(h, h * h + 1,
+                                           rounding_mode="floor"))
 
 
 def make_module_in_forward():
@@ -364,7 +367,8 @@ def make_not_a_pair():
 
 
 def make_no_grad():
-    """A layer run under torch.no_grad(): PyTorch would not train it."""
+    """A layer run only under torch.no_grad(): PyTorch would not train it
+    (a value computed there is detached, as grpo.test's)."""
     def body(self, h):
         with torch.no_grad():
             return self.extra(h)
