@@ -78,6 +78,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT="$LLVM_BIN/lit" \
     "-DZERO_PYTHON=$PY" \
+    -DZERO_ENABLE_PYTHON=ON \
     "${linker_flags[@]}" "${launcher_flags[@]}" ${ZERO_CMAKE_ARGS:-}
 fi
 targets=()

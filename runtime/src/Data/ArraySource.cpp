@@ -141,10 +141,6 @@ private:
                          ", got shape " + shapeOfText(a.shape));
     if (!a.data && input.layout.rowSize * want[0] > 0)
       throw InvalidInput("input '" + in.name + "': no data");
-    if (m.shiftedLabels && in.role && *in.role == manifest::IndexRole::Labels &&
-        !in.ignoredIndex)
-      throw std::runtime_error("the model's labels are shifted over whole "
-                               "rows, but no loss names their ignored index");
     if (input.type)
       checkValues(input, want[0]);
     inputs.push_back(std::move(input));
@@ -252,10 +248,17 @@ std::string zrt::hostDtypeOf(const InputInfo &in) {
 std::unique_ptr<DataSource>
 zrt::openHostArrays(const Manifest &m, const std::vector<HostArray> &arrays,
                     int64_t rowsPerStep, int64_t dataParallel, bool local) {
+  // What the program allows, before any array is looked at: every rank
+  // refuses alike, with no collective.
+  for (const InputInfo &in : m.inputs)
+    if (m.shiftedLabels && in.role && *in.role == manifest::IndexRole::Labels &&
+        !in.ignoredIndex)
+      throw Unsupported("the model's labels are shifted over whole rows, but "
+                        "no loss names their ignored index");
   if (m.sequenceParallel > 1)
     for (const InputInfo &in : m.inputs)
       if (!in.role)
-        throw std::runtime_error(
+        throw Unsupported(
             "input '" + in.name +
             "' is neither token ids, labels nor positions: the library "
             "splits only those over a sequence-parallel group");

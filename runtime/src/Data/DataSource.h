@@ -74,6 +74,13 @@ struct InvalidInput : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// What the library cannot do with this program (a step on arrays it does
+/// not know how to split), found before anything changed, on every rank
+/// alike: the call fails (ZRT_FAILED) and the session goes on.
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// A host array the library's step reads, row-major and contiguous; `dtype`
 /// is NumPy's type string ("<i8", "<f4"; "<u2" for bf16 bits).
 struct HostArray {

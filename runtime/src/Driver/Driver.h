@@ -50,6 +50,10 @@ public:
   /// InvalidInput, on every rank, before anything changes; other
   /// exceptions leave the session broken.
   std::string stepArrays(const std::vector<HostArray> &arrays, bool local);
+  /// The source of one step's `arrays`, refused (InvalidInput) on every
+  /// rank when any rank's do not fit.
+  std::unique_ptr<DataSource> openArrays(const std::vector<HostArray> &arrays,
+                                         bool local);
   /// The forward only on `arrays`: JSON with the loss and, for a mean over
   /// valid labels, their count.
   std::string evaluateArrays(const std::vector<HostArray> &arrays, bool local);

@@ -106,20 +106,26 @@ void agreeOnInput(const zrt_ctx &ctx, const std::string &refusal, bool local) {
 
 } // namespace
 
-std::string Driver::stepArrays(const std::vector<HostArray> &arrays,
-                               bool local) {
-  BatchRows rows = batchRows();
+std::unique_ptr<DataSource>
+Driver::openArrays(const std::vector<HostArray> &arrays, bool local) {
   std::unique_ptr<DataSource> source;
   std::string refusal;
   try {
-    source = openHostArrays(manifest, arrays, rows.perStep,
+    source = openHostArrays(manifest, arrays, batchRows().perStep,
                             ctx.world / manifest.sequenceParallel, local);
   } catch (const InvalidInput &e) {
     refusal = e.what();
   }
   agreeOnInput(ctx, refusal, local);
-  data = std::move(source);
+  return source;
+}
+
+std::string Driver::stepArrays(const std::vector<HostArray> &arrays,
+                               bool local) {
+  data = openArrays(arrays, local);
   std::optional<StepRecord> record = trainOne(progress.step + 1, false);
+  // The source reads the host's arrays, which end with the call.
+  data.reset();
   if (!record)
     throw std::runtime_error(lastMessage);
   stepLog->print(*record);
@@ -128,17 +134,7 @@ std::string Driver::stepArrays(const std::vector<HostArray> &arrays,
 
 std::string Driver::evaluateArrays(const std::vector<HostArray> &arrays,
                                    bool local) {
-  BatchRows rows = batchRows();
-  std::unique_ptr<DataSource> source;
-  std::string refusal;
-  try {
-    source = openHostArrays(manifest, arrays, rows.perStep,
-                            ctx.world / manifest.sequenceParallel, local);
-  } catch (const InvalidInput &e) {
-    refusal = e.what();
-  }
-  agreeOnInput(ctx, refusal, local);
-  evalData = std::move(source);
+  evalData = openArrays(arrays, local);
   evalBatches = 1;
   Evaluation e = evaluate();
   evalData.reset();
@@ -209,6 +205,11 @@ void Driver::parametersBegin(int64_t bucketBytes, int32_t root) {
                        " outside the world "
                        "of " +
                        std::to_string(ctx.world) + " rank(s)");
+  for (const ParamInfo &p : m.params)
+    if (m.partitions[size_t(p.partition)].expert && m.expertParallel > 1)
+      throw Unsupported("parameter '" + p.name +
+                        "' is split over expert-parallel ranks, which "
+                        "streaming does not gather (export_hf does)");
   // --export-hf merges each LoRA layer: its base and adapters travel
   // together, in the base's place.
   bool merging = m.peft && m.hfModel;
@@ -376,6 +377,9 @@ zrt_status guarded(zrt_session *s, const Fn &fn, bool offloadCall = false) {
   } catch (const InvalidInput &e) {
     s->message = e.what();
     return ZRT_INVALID_INPUT;
+  } catch (const Unsupported &e) {
+    s->message = e.what();
+    return ZRT_FAILED;
   } catch (const std::exception &e) {
     s->message = e.what();
   } catch (...) {

@@ -6,6 +6,7 @@
 
 #include "Device/Memory.h"
 #include "Driver/Trace.h"
+#include "Kernels/KernelMath.h"
 #include "Kernels/Kernels.h"
 #include "zero_rt/scratch.h"
 
@@ -139,18 +140,11 @@ extern "C" void zrt_gather_grad(int32_t dtype, int32_t indexType,
                         checkedIndex(ir, j, cols, "zrt_gather_grad", "index",
                                      "at position");
                       std::fill(o, o + cols, fromFloat<T>(0.0f));
-                      for (int64_t j = 0; j < k; ++j) {
-                        bool seen = false;
-                        for (int64_t p = 0; p < j && !seen; ++p)
-                          seen = ir[p] == ir[j];
-                        if (seen)
-                          continue;
-                        float sum = 0.0f;
-                        for (int64_t p = j; p < k; ++p)
-                          if (ir[p] == ir[j])
-                            sum += toFloat(gr[p]);
-                        o[int64_t(ir[j])] = fromFloat<T>(sum);
-                      }
+                      gatherGradRow(
+                          ir, k, [&](int64_t p) { return toFloat(gr[p]); },
+                          [&](int64_t c, float sum) {
+                            o[c] = fromFloat<T>(sum);
+                          });
                     }
                   });
     });

@@ -272,6 +272,28 @@ ZRT_HOST_DEVICE inline void whereGrad(float cond, float dy, float &dt,
   df = cond != 0.0f ? 0.0f : dy;
 }
 
+/// One row of nn.gather_grad, on both backends: for each distinct index of
+/// `ir` (k of them, at its first place j), the fp32 sum of `load(p)` over
+/// the places p with that index, in order of p, handed to `store(index,
+/// sum)`. No atomics: the sum's order is fixed, so both backends agree
+/// bitwise. The indices are in range (checked by the caller).
+template <typename I, typename Load, typename Store>
+ZRT_HOST_DEVICE inline void gatherGradRow(const I *ir, int64_t k, Load load,
+                                          Store store) {
+  for (int64_t j = 0; j < k; ++j) {
+    bool seen = false;
+    for (int64_t p = 0; p < j && !seen; ++p)
+      seen = ir[p] == ir[j];
+    if (seen)
+      continue;
+    float sum = 0.0f;
+    for (int64_t p = j; p < k; ++p)
+      if (ir[p] == ir[j])
+        sum += load(p);
+    store(int64_t(ir[j]), sum);
+  }
+}
+
 /// exp(x) as expApprox (about 2 ulp, so that `omp simd` loops vectorize it).
 ZRT_HOST_DEVICE inline float exp(float x) { return expApprox(x); }
 /// From the forward result y, as PyTorch's exp backward: dy * y.

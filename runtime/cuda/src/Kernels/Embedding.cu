@@ -11,6 +11,7 @@
 
 #include "Kernels/CudaKernels.h"
 #include "Kernels/DeviceUtil.cuh"
+#include "Kernels/KernelMath.h"
 #include "Support/Support.h"
 #include "zero_rt/scratch.h"
 
@@ -293,22 +294,17 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t r = globalThread(); r < rows; r += globalThreads()) {
     const I *ir = indices + r * k;
     const T *gr = dy + r * k;
-    for (int64_t j = 0; j < k; ++j) {
-      if (!validId(ir[j], cols)) {
-        reportDeviceError(error, kIdOutOfRange);
-        continue;
-      }
-      bool seen = false;
-      for (int64_t p = 0; p < j && !seen; ++p)
-        seen = ir[p] == ir[j];
-      if (seen)
-        continue;
-      float sum = 0.0f;
-      for (int64_t p = j; p < k; ++p)
-        if (ir[p] == ir[j])
-          sum += toF32(gr[p]);
-      dx[r * cols + int64_t(ir[j])] = fromF32<T>(sum);
+    bool valid = true;
+    for (int64_t j = 0; j < k; ++j)
+      valid &= validId(ir[j], cols);
+    if (!valid) {
+      reportDeviceError(error, kIdOutOfRange);
+      continue;
     }
+    T *o = dx + r * cols;
+    zrt::gatherGradRow(
+        ir, k, [&](int64_t p) { return toF32(gr[p]); },
+        [&](int64_t c, float sum) { o[c] = fromF32<T>(sum); });
   }
 }
 
