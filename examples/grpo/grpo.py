@@ -125,8 +125,7 @@ def generate(model, prompt_ids, seed):
     return np.pad(completion, ((0, 0), (0, pad)), constant_values=PAD)
 
 
-def rollout(model, ref_model, prompts, iteration, seed, names,
-            num_iterations):
+def rollout(model, ref_model, prompts, iteration, seed, names):
     """Rank 0's batch of one iteration: {input name: array} and what
     reference.py needs to repeat it."""
     prompt_ids = batch_prompts(prompts, iteration)
@@ -140,19 +139,7 @@ def rollout(model, ref_model, prompts, iteration, seed, names,
         batch["old_per_token_logps"] = logps(model, input_ids)
     if "ref_per_token_logps" in names:
         batch["ref_per_token_logps"] = logps(ref_model, input_ids)
-    if "normalizer" in names:
-        # TRL's dapo: num_items_in_batch / num_processes; a row input, as
-        # the step's inputs are.
-        batch["normalizer"] = np.full(len(mask), mask.sum() /
-                                      num_processes(), np.float32)
     return batch, r
-
-
-_WORLD = [1]
-
-
-def num_processes():
-    return _WORLD[0]
 
 
 def main():
@@ -178,7 +165,6 @@ def main():
     prompts = read_prompts(args.prompts)
     with zero_mlir.Engine(args.library, init_from=args.init,
                           quiet=True) as engine:
-        _WORLD[0] = engine.world_size
         root = engine.rank == 0
         names = [i["name"] for i in engine.inputs]
         if ("old_per_token_logps" in names) != (args.num_iterations > 1):
@@ -193,9 +179,8 @@ def main():
             ref_model = None
             if "ref_per_token_logps" in names:
                 ref_model = generation_model()
-                weights = load_file(args.init)
-                load_into(ref_model, ((n, weights[n].numpy())
-                                      for n, _ in ref_model.named_parameters()))
+                load_into(ref_model, ((n, t.numpy()) for n, t in
+                                      load_file(args.init).items()))
         saved = {}
         losses = []
         for it in range(args.iterations):
@@ -209,16 +194,12 @@ def main():
             # 2-4. Rollouts on rank 0.
             if root:
                 batch, r = rollout(model, ref_model, prompts, it, args.seed,
-                                   names, args.num_iterations)
+                                   names)
                 saved.update({"%d/%s" % (it, k): v for k, v in batch.items()})
                 saved["%d/rewards" % it] = r
             # 5. Every rank gets the batch and steps on it.
-            arrays = {}
-            for name in names:
-                spec = next(i for i in engine.inputs if i["name"] == name)
-                local = batch[name] if root else np.zeros(
-                    spec["shape"], np.dtype(spec["dtype"]))
-                arrays[name] = broadcast(engine, local)
+            arrays = {name: broadcast(engine, batch[name] if root else None)
+                      for name in names}
             for k in range(args.num_iterations):
                 record = engine.step(**arrays)
                 losses.append(record["loss"])
@@ -239,7 +220,7 @@ def main():
 
 
 def broadcast(engine, array):
-    """Rank 0's array on every rank."""
+    """Rank 0's array on every rank (the others pass None)."""
     if engine.world_size == 1:
         return array
     return engine.broadcast(array, root=0)

@@ -6,13 +6,15 @@ keep the Hugging Face names (model.layers.0.self_attn.q_proj.weight, ...,
 lm_head.weight), so that what engine.named_parameters() streams loads into
 a plain Qwen3ForCausalLM for generate.
 
-The forward takes the prompt+completion ids [B, P + C] and, as TRL's
-_compute_loss does, the completion mask [B, C], the group-normalised
-advantages [B], the old per-token log-probabilities [B, C] (with
-num_iterations > 1: computed once per generation batch, before the first
-iteration) and the reference model's [B, C] (with beta > 0).
-The make_* functions are the variants: beta 0 or > 0, num_iterations 1 or
-more (the step's inputs tell the loop which), loss types grpo, bnpo, dapo.
+The forward takes what TRL's _compute_loss reads: the prompt+completion
+ids [B, P + C], the completion ids [B, C] (again: the step takes integer
+inputs as they are, so it cannot slice them out), the completion mask
+[B, C], the group-normalised advantages [B], the old per-token
+log-probabilities [B, C] (with num_iterations > 1: computed once per
+generation batch, before its first step) and the reference model's [B, C]
+(with beta > 0). The make_* functions are the variants: beta 0 or > 0,
+num_iterations 1 or more (the step's inputs tell the loop which), loss
+types grpo and bnpo.
 """
 
 import torch
@@ -51,17 +53,16 @@ def selective_log_softmax(logits, ids):
 
 def per_token_logps(model, input_ids, completion_ids):
     """TRL's _get_per_token_logps: the completion's tokens (the last C of
-    input_ids, cat(prompt, completion), passed again on their own: the
-    step takes integer inputs as they are, unsliced) scored by the logits
-    one position before them (logits_to_keep = C + 1, the last dropped),
-    divided by the sampling temperature."""
+    input_ids) scored by the logits one position before them
+    (logits_to_keep = C + 1, the last dropped), divided by the sampling
+    temperature."""
     hidden = model.model(input_ids=input_ids).last_hidden_state
     logits = model.lm_head(hidden[:, PROMPT_LEN - 1:-1, :]) / TEMPERATURE
     return selective_log_softmax(logits, completion_ids)
 
 
 def grpo_loss(logps, mask, advantages, old_logps, ref_logps, beta,
-              loss_type, normalizer=None):
+              loss_type):
     """TRL's GRPOTrainer._compute_loss (importance sampling per token,
     epsilon_low = epsilon_high = EPSILON)."""
     if old_logps is None:
@@ -76,13 +77,14 @@ def grpo_loss(logps, mask, advantages, old_logps, ref_logps, beta,
         per_token_kl = torch.exp(ref_logps - logps) - (ref_logps - logps) - 1
         per_token_loss = per_token_loss + beta * per_token_kl
     if loss_type == "grpo":
+        # Each sequence's mean over its tokens, then the mean over them.
         return ((per_token_loss * mask).sum(-1) /
                 mask.sum(-1).clamp(min=1.0)).mean()
-    if loss_type == "bnpo":
+    if loss_type in ("bnpo", "dapo"):
+        # The batch's tokens' mean. TRL's bnpo divides by each process's
+        # count and its dapo by the global batch's (num_items_in_batch):
+        # the step's batch is the global one, so on one rank these agree.
         return (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
-    if loss_type == "dapo":
-        # num_items_in_batch / num_processes, every row the same value.
-        return (per_token_loss * mask).sum() / normalizer.mean()
     raise ValueError("unknown loss type %r" % loss_type)
 
 
@@ -93,11 +95,11 @@ class Policy(Qwen3ForCausalLM):
     grpo_beta = BETA
     grpo_loss_type = "grpo"
 
-    def loss(self, input_ids, completion_ids, completion_mask, advantages, old=None,
-             ref=None, normalizer=None):
-        return grpo_loss(per_token_logps(self, input_ids, completion_ids), completion_mask,
-                         advantages, old, ref, self.grpo_beta, self.grpo_loss_type,
-                         normalizer)
+    def loss(self, input_ids, completion_ids, completion_mask, advantages,
+             old=None, ref=None):
+        return grpo_loss(per_token_logps(self, input_ids, completion_ids),
+                         completion_mask, advantages, old, ref,
+                         self.grpo_beta, self.grpo_loss_type)
 
 
 class PolicyOldRef(Policy):
@@ -105,8 +107,8 @@ class PolicyOldRef(Policy):
 
     def forward(self, input_ids, completion_ids, completion_mask, advantages,
                 old_per_token_logps, ref_per_token_logps):
-        return self.loss(input_ids, completion_ids, completion_mask, advantages,
-                         old_per_token_logps, ref_per_token_logps)
+        return self.loss(input_ids, completion_ids, completion_mask,
+                         advantages, old_per_token_logps, ref_per_token_logps)
 
 
 class PolicyRef(Policy):
@@ -115,8 +117,8 @@ class PolicyRef(Policy):
 
     def forward(self, input_ids, completion_ids, completion_mask, advantages,
                 ref_per_token_logps):
-        return self.loss(input_ids, completion_ids, completion_mask, advantages,
-                         ref=ref_per_token_logps)
+        return self.loss(input_ids, completion_ids, completion_mask,
+                         advantages, ref=ref_per_token_logps)
 
 
 class PolicyOld(Policy):
@@ -125,8 +127,8 @@ class PolicyOld(Policy):
 
     def forward(self, input_ids, completion_ids, completion_mask, advantages,
                 old_per_token_logps):
-        return self.loss(input_ids, completion_ids, completion_mask, advantages,
-                         old_per_token_logps)
+        return self.loss(input_ids, completion_ids, completion_mask,
+                         advantages, old_per_token_logps)
 
 
 class PolicyPlain(Policy):
@@ -134,20 +136,8 @@ class PolicyPlain(Policy):
     grpo_beta = 0.0
 
     def forward(self, input_ids, completion_ids, completion_mask, advantages):
-        return self.loss(input_ids, completion_ids, completion_mask, advantages)
-
-
-class PolicyOldRefDapo(Policy):
-    """beta > 0, num_iterations > 1, loss type dapo: TRL's normalizer
-    num_items_in_batch / num_processes, which the loop computes over the
-    global batch, as a row input."""
-    grpo_loss_type = "dapo"
-
-    def forward(self, input_ids, completion_ids, completion_mask, advantages,
-                old_per_token_logps, ref_per_token_logps, normalizer):
-        return self.loss(input_ids, completion_ids, completion_mask, advantages,
-                         old_per_token_logps, ref_per_token_logps,
-                         normalizer)
+        return self.loss(input_ids, completion_ids, completion_mask,
+                         advantages)
 
 
 def build(cls=Policy, seed=0):
@@ -166,11 +156,11 @@ def example_inputs(cls):
     mask = torch.ones(ROWS, COMPLETION_LEN)
     adv = torch.randn(ROWS, generator=g)
     logps = torch.full((ROWS, COMPLETION_LEN), -2.5)
-    names = list(cls.forward.__code__.co_varnames[1:
-                                                  cls.forward.__code__.co_argcount])
-    values = {"input_ids": ids, "completion_ids": ids[:, PROMPT_LEN:], "completion_mask": mask, "advantages": adv,
-              "old_per_token_logps": logps, "ref_per_token_logps": logps,
-              "normalizer": torch.full((ROWS,), float(mask.sum()))}
+    code = cls.forward.__code__
+    names = code.co_varnames[1:code.co_argcount]
+    values = {"input_ids": ids, "completion_ids": ids[:, PROMPT_LEN:],
+              "completion_mask": mask, "advantages": adv,
+              "old_per_token_logps": logps, "ref_per_token_logps": logps}
     return tuple(values[n] for n in names)
 
 
@@ -188,20 +178,20 @@ def make():
 
 
 def make_bnpo():
+    """As make, loss type bnpo."""
     return _make(PolicyOldRef, "bnpo")
 
 
-def make_dapo():
-    return _make(PolicyOldRefDapo)
-
-
 def make_beta0():
+    """beta 0, num_iterations > 1."""
     return _make(PolicyOld)
 
 
 def make_one_iteration():
+    """beta > 0, num_iterations 1."""
     return _make(PolicyRef)
 
 
 def make_plain():
+    """beta 0, num_iterations 1."""
     return _make(PolicyPlain)

@@ -73,10 +73,6 @@ def main():
             batch["old_per_token_logps"] = grpo.logps(model, input_ids)
         if "ref_per_token_logps" in names:
             batch["ref_per_token_logps"] = grpo.logps(ref_model, input_ids)
-        if "normalizer" in names:
-            # num_items_in_batch / num_processes, as the loop's ranks had it.
-            batch["normalizer"] = np.full(
-                len(mask), mask.sum() / int(run["world_size"]), np.float32)
         for k, value in batch.items():
             if k in ("old_per_token_logps", "ref_per_token_logps"):
                 inputs_diff = max(inputs_diff, float(np.abs(
