@@ -62,6 +62,8 @@ constexpr const char *kBf16Dtype = "<u2";
   X(offloadedBytes, offloaded_bytes)                                           \
   X(streamPeakBytes, stream_peak_bytes)                                        \
   X(manifest, manifest)                                                        \
+  X(report, report)                                                            \
+  X(broadcast, broadcast)                                                      \
   X(rank, rank)                                                                \
   X(worldSize, world_size)                                                     \
   X(steps, steps)                                                              \
@@ -103,6 +105,16 @@ struct Library {
     if (missing.size() == calls)
       missing.assign(1, "zrt_session_*");
     program = static_cast<const zrt_program *>(resolve("zero_program"));
+    // A library of another version may lack calls: say which it speaks.
+    int32_t version = apiVersion ? apiVersion() : ZRT_SESSION_API_VERSION;
+    if (version != ZRT_SESSION_API_VERSION) {
+      dlclose(handle);
+      raise(PyExc_RuntimeError,
+            "'" + path + "' speaks version " + std::to_string(version) +
+                " of the session API and this zero_mlir version " +
+                std::to_string(ZRT_SESSION_API_VERSION) +
+                ": rebuild the one that is older");
+    }
     if (!missing.empty()) {
       std::string names;
       for (const std::string &name : missing)
@@ -111,15 +123,6 @@ struct Library {
       raise(PyExc_RuntimeError,
             "'" + path + "' is not a step library of `zero-compile --emit " +
                 "shared`: it does not define " + names);
-    }
-    int32_t version = apiVersion();
-    if (version != ZRT_SESSION_API_VERSION) {
-      dlclose(handle);
-      raise(PyExc_RuntimeError,
-            "'" + path + "' speaks version " + std::to_string(version) +
-                " of the session API and this zero_mlir version " +
-                std::to_string(ZRT_SESSION_API_VERSION) +
-                ": rebuild the one that is older");
     }
   }
 };
@@ -319,6 +322,87 @@ public:
   }
 
   std::string manifest() { return lib.manifest(live(true)); }
+
+  std::string report() {
+    zrt_session *s = live(true);
+    const char *json = nullptr;
+    check(lib.report(s, &json), s);
+    return json ? json : "";
+  }
+
+  /// Rank `root`'s array on every rank, as a new NumPy array. `value` is
+  /// read on the root only; what the root cannot send is refused on every
+  /// rank, the root raising why.
+  nb::object broadcast(nb::handle value, int64_t root) {
+    zrt_session *s = live();
+    int32_t world = lib.worldSize(s);
+    if (root < 0 || root >= world)
+      raise(PyExc_ValueError, "rank " + std::to_string(root) +
+                                  " outside the world of " +
+                                  std::to_string(world) + " rank(s)");
+    // Only read: a read-only array (np.frombuffer's) is sent as well.
+    nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu> array;
+    std::vector<int64_t> shape;
+    zrt_array arg{};
+    const zrt_array *sent = nullptr;
+    PyObject *refusedAs = nullptr;
+    std::string refusal;
+    if (lib.rank(s) == root) {
+      const char *dtype = nullptr;
+      if (value.is_none()) {
+        refusedAs = PyExc_ValueError;
+        refusal = "broadcast: the root passes None";
+      } else if (!nb::try_cast(value, array)) {
+        refusedAs = PyExc_TypeError;
+        refusal = std::string("broadcast: expected a CPU array (NumPy, or a "
+                              "tensor with __dlpack__), got ") +
+                  nb::type_name(value.type()).c_str();
+      } else if (!(dtype = numpyDtype(array.dtype()))) {
+        refusedAs = PyExc_ValueError;
+        refusal = "broadcast: an element type the session does not send "
+                  "(not a bool, integer, float or bf16)";
+      } else {
+        for (size_t d = 0; d < array.ndim(); ++d)
+          shape.push_back(static_cast<int64_t>(array.shape(d)));
+        arg = {nullptr, array.data(), dtype, static_cast<int32_t>(array.ndim()),
+               shape.data()};
+        sent = &arg;
+      }
+    }
+    zrt_array out{};
+    zrt_status status;
+    std::string message;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex);
+      status = lib.broadcast(s, static_cast<int32_t>(root), sent, &out);
+      if (status != ZRT_OK)
+        message = lib.error(s);
+    }
+    // The root says why it sent nothing; the others learnt it from the
+    // session.
+    if (refusedAs)
+      raise(refusedAs, refusal);
+    if (status != ZRT_OK)
+      raiseStatus(status, message);
+    nb::list dims;
+    for (int32_t d = 0; d < out.ndim; ++d)
+      dims.append(out.shape[d]);
+    nb::object numpy = nb::module_::import_("numpy");
+    nb::object result =
+        numpy.attr("empty")(nb::tuple(dims), numpy.attr("dtype")(out.dtype));
+    // The session's copy lasts until its next call: copy it out.
+    auto bytes = nb::cast<size_t>(result.attr("nbytes"));
+    HostArray target;
+    if (bytes > 0 && nb::try_cast(result, target))
+      std::memcpy(target.data(), out.data, bytes);
+    else if (bytes > 0)
+      raise(PyExc_RuntimeError, std::string("broadcast: cannot fill a NumPy "
+                                            "array of dtype ") +
+                                    out.dtype);
+    return result;
+  }
+
   int64_t steps() { return lib.steps(live(true)); }
   int32_t rank() { return lib.rank(live(true)); }
   int32_t worldSize() { return lib.worldSize(live(true)); }
@@ -411,6 +495,9 @@ NB_MODULE(_core, m) {
       .def("offload", &Session::offload)
       .def("reload", &Session::reload)
       .def("manifest", &Session::manifest)
+      .def("report", &Session::report)
+      .def("broadcast", &Session::broadcast, nb::arg("array").none(),
+           nb::arg("root"))
       .def("steps", &Session::steps)
       .def("rank", &Session::rank)
       .def("world_size", &Session::worldSize)

@@ -9,6 +9,7 @@ the rest, OSError when the library cannot be loaded.
 
 import json
 import os
+import pickle
 
 import numpy as np
 
@@ -65,6 +66,7 @@ class Engine:
             argv += ["--init-from", os.fspath(init_from)]
         argv += _option_argv(options)
         self._manifest = None
+        self._plan = None
         self._session = _core.Session(library, argv)
         self.library = library
 
@@ -109,9 +111,16 @@ class Engine:
 
     @property
     def plan(self):
-        """The compiler's memory plan: persistent, arena, scratch and peak
-        bytes per rank (the manifest's "plan")."""
-        return self.manifest["plan"]
+        """The report of the schedule the library was compiled from, as a
+        dict: `zero-opt --zero-report`'s JSON (docs/Report.md), priced on
+        the compile's hardware preset: parameter counts, model states, the
+        memory plan (persistent_bytes, step_arena_bytes,
+        kernel_scratch_bytes, peak_bytes), communication and predicted
+        step time per rank. The manifest's "plan" has the runtime's own
+        figures."""
+        if self._plan is None:
+            self._plan = json.loads(self._live().report())
+        return self._plan
 
     # -- training --------------------------------------------------------
 
@@ -142,6 +151,47 @@ class Engine:
             if item is None:
                 return
             yield item
+
+    # -- between ranks ---------------------------------------------------
+
+    def broadcast(self, array=None, root=0):
+        """Rank root's array on every rank, as a new NumPy array
+        (collective, over the session's ranks): a NumPy array, a CPU tensor
+        with __dlpack__ (PyTorch; bf16 arrives as its uint16 bits) or
+        numbers on the root; the others' argument is ignored. A root
+        outside the world, or an array the root cannot send, is an error
+        on every rank."""
+        session = self._live()
+        if array is not None and self.rank == root:
+            try:
+                if hasattr(array, "__dlpack__") and \
+                        not isinstance(array, (np.ndarray, np.generic)):
+                    array = _host_array("array", array)
+                else:
+                    # Keeps a 0-d array's shape (ascontiguousarray would
+                    # not).
+                    array = np.asarray(array)
+                    if not array.flags.c_contiguous:
+                        array = array.copy(order="C")
+            except Exception:  # noqa: BLE001 - refused on every rank below
+                pass
+        return session.broadcast(array, root)
+
+    def broadcast_object(self, obj=None, root=0):
+        """Rank root's picklable object on every rank (collective)."""
+        payload, error = None, None
+        if self.rank == root:
+            try:
+                payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+            except Exception as e:  # noqa: BLE001 - raised after the others
+                error = e
+        try:
+            data = self.broadcast(payload, root)
+        except ValueError:
+            if error is not None:
+                raise error from None
+            raise
+        return pickle.loads(data.tobytes())
 
     # -- state -----------------------------------------------------------
 

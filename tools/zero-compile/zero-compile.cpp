@@ -5,7 +5,8 @@
 // Runs zero-pipeline, plans memory, verifies the schedule, lowers it to the
 // runtime ABI, emits an object file through LLVM and links it with the
 // runtime into an executable that `mpirun -np N` trains, or into a shared
-// object whose host drives the step through zero_rt/session.h.
+// object whose host drives the step through zero_rt/session.h (and which
+// carries the step's zero-report JSON).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +20,9 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "zero/Conversion/Passes.h"
 #include "zero/Dialect/Zero/Analysis/CostModel.h"
+#include "zero/Dialect/Zero/Analysis/Passes.h"
 #include "zero/InitAll.h"
 #include "zero/Pipelines/Pipeline.h"
 #include "zero/Pipelines/PipelineFlags.h"
@@ -28,6 +31,8 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -36,6 +41,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -251,16 +257,47 @@ int main(int argc, char **argv) {
   mlir::PassManager pm(&context);
   std::string pipeline = "zero-pipeline{" + pipelineOptions +
                          "},zero-plan-memory,zero-verify-schedule";
-  if (emit != "mlir")
-    pipeline += ",convert-zero-to-runtime";
-  if (getenv("ZERO_COMPILE_DEBUG"))
-    errs() << "pipeline: " << pipeline << "\n";
   if (failed(mlir::parsePassPipeline(pipeline, pm, errs())))
     return fail("invalid options: " + pipelineOptions);
-  if (failed(pm.run(*module)))
+  bool shared = emit == "shared";
+  // A library carries the report of the schedule it runs
+  // (zrt_session_report): zero-report's JSON, priced on the pipeline's
+  // hardware preset and inter-node bandwidth.
+  SmallString<128> reportPath;
+  std::error_code ec;
+  if (shared) {
+    mlir::zero::ZeroPipelineOptions parsed;
+    if (failed(parsed.parseFromString(pipelineOptions, errs())))
+      return fail("invalid options: " + pipelineOptions);
+    int fd;
+    if ((ec = sys::fs::createTemporaryFile("zero-compile", "json", fd,
+                                           reportPath)))
+      return fail("cannot write a report: " + ec.message());
+    sys::Process::SafelyCloseFileDescriptor(fd);
+    mlir::zero::ZeroReportPassOptions report;
+    report.out = reportPath.str().str();
+    report.hardware = parsed.hardware;
+    report.interNodeBandwidth = parsed.interNodeBandwidth;
+    pm.addPass(mlir::zero::createZeroReportPass(report));
+  }
+  if (emit != "mlir")
+    pm.addPass(mlir::zero::createConvertZeroToRuntimePass());
+  if (getenv("ZERO_COMPILE_DEBUG"))
+    errs() << "pipeline: " << pipeline << (shared ? ",zero-report" : "")
+           << (emit != "mlir" ? ",convert-zero-to-runtime" : "") << "\n";
+  LogicalResult ran = pm.run(*module);
+  std::string reportText;
+  if (shared) {
+    auto text = MemoryBuffer::getFile(reportPath);
+    sys::fs::remove(reportPath);
+    if (succeeded(ran) && !text)
+      return fail("cannot read the report '" + reportPath + "'");
+    if (text)
+      reportText = (*text)->getBuffer().str();
+  }
+  if (failed(ran))
     return 1;
 
-  std::error_code ec;
   if (emit == "mlir") {
     ToolOutputFile out(outputFile, ec, sys::fs::OF_Text);
     if (ec)
@@ -275,6 +312,14 @@ int main(int argc, char **argv) {
       mlir::translateModuleToLLVMIR(*module, llvmContext, "zero_program");
   if (!llvmModule)
     return fail("translation to LLVM IR failed");
+  if (shared) {
+    // Hidden: the runtime's weak reference binds within the library.
+    auto *text = llvm::ConstantDataArray::getString(llvmContext, reportText);
+    auto *report = new llvm::GlobalVariable(
+        *llvmModule, text->getType(), /*isConstant=*/true,
+        llvm::GlobalValue::ExternalLinkage, text, "zero_report");
+    report->setVisibility(llvm::GlobalValue::HiddenVisibility);
+  }
   if (emit == "llvm") {
     ToolOutputFile out(outputFile, ec, sys::fs::OF_Text);
     if (ec)
@@ -317,7 +362,6 @@ int main(int argc, char **argv) {
   auto linker = sys::findProgramByName("mpicxx");
   if (!linker)
     return fail("mpicxx not found on PATH (install openmpi-bin)");
-  bool shared = emit == "shared";
   std::vector<std::string> args = {*linker, objPath};
   if (!shared)
     args.push_back(libDir + "/libzero_runtime_main.a");

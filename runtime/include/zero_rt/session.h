@@ -31,8 +31,9 @@
 extern "C" {
 #endif
 
-/* Bumped on any incompatible change of these calls and structs. */
-#define ZRT_SESSION_API_VERSION 1
+/* Bumped on any incompatible change of these calls and structs.
+ * 2: zrt_session_report and zrt_session_broadcast. */
+#define ZRT_SESSION_API_VERSION 2
 
 typedef enum zrt_status {
   ZRT_OK = 0,
@@ -143,6 +144,25 @@ int64_t zrt_session_offloaded_bytes(const zrt_session *session);
 
 /* The manifest (JSON), the plan the compiler wrote into it included. */
 const char *zrt_session_manifest(const zrt_session *session);
+/* `*json` is the report (`zero-opt --zero-report`'s JSON: memory,
+ * communication and predicted time per rank) of the schedule this library
+ * was compiled from, which `zero-compile --emit shared` links into it,
+ * priced on the compile's hardware preset; valid while the session is.
+ * ZRT_FAILED where the program carries none (an executable's). */
+zrt_status zrt_session_report(const zrt_session *session, const char **json);
+
+/* Sends rank `root`'s array to every rank (collective), over
+ * MPI_COMM_WORLD: `array` is read on `root` only (the others may pass
+ * null; its name is ignored), and `*out` is on every rank, root included,
+ * a copy of it (dtype, shape and data; out->name is null), valid until the
+ * next call. `dtype` is a NumPy type string of a bool, integer, float or
+ * complex ("|b1", "<i8", "<f4", "<u2", "<c8", ...). A root outside the
+ * world is ZRT_INVALID_INPUT on every rank before any collective; so is an
+ * array the root cannot send (null, or a dtype or shape that is not one),
+ * which the root finds and tells the others first. Allowed while
+ * offloaded. */
+zrt_status zrt_session_broadcast(zrt_session *session, int32_t root,
+                                 const zrt_array *array, zrt_array *out);
 /* This process's rank and the world's size. */
 int32_t zrt_session_rank(const zrt_session *session);
 int32_t zrt_session_world_size(const zrt_session *session);

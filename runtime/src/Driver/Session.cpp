@@ -21,6 +21,7 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -341,11 +342,20 @@ void Driver::reload() {
 // The C API
 //===----------------------------------------------------------------------===//
 
+/// The report that `zero-compile --emit shared` links in beside
+/// zero_program, hidden so that each library reads its own; null in an
+/// executable.
+extern "C" const char zero_report[] __attribute__((weak));
+
 struct zrt_session {
   explicit zrt_session(const zrt_program *program) : driver(program) {}
   Driver driver;
   std::string message, record;
   std::vector<std::string> inputDtypes;
+  /// The last broadcast's array, held until the next call.
+  std::vector<char> received;
+  std::string receivedDtype;
+  std::vector<int64_t> receivedShape;
   bool opened = false, broken = false;
 };
 
@@ -353,11 +363,12 @@ namespace {
 
 /// Runs `fn`, turning what it throws into a status and the message.
 template <typename Fn>
-zrt_status guarded(zrt_session *s, const Fn &fn, bool offloadCall = false) {
+zrt_status guarded(zrt_session *s, const Fn &fn, bool whileOffloaded = false) {
   if (!s)
     return ZRT_FAILED;
   s->message.clear();
-  if (s->driver.isOffloaded() && !offloadCall) {
+  std::vector<char>().swap(s->received);
+  if (s->driver.isOffloaded() && !whileOffloaded) {
     s->message = "the session is offloaded: reload() it first";
     return ZRT_FAILED;
   }
@@ -405,6 +416,110 @@ std::vector<HostArray> hostArrays(const zrt_array *arrays, int32_t count) {
 }
 
 bool ownsMpiAtExit = false;
+
+/// The bytes of an element of NumPy type string `dtype` ("<f4": 4), or 0
+/// for one that zrt_session_broadcast does not send.
+int64_t elementBytes(const char *dtype) {
+  if (!dtype || std::strlen(dtype) < 3 || std::strlen(dtype) > 4 ||
+      !std::strchr("<>|=", dtype[0]) || !std::strchr("biufc", dtype[1]))
+    return 0;
+  int64_t n = 0;
+  for (const char *c = dtype + 2; *c; ++c) {
+    if (*c < '0' || *c > '9')
+      return 0;
+    n = n * 10 + (*c - '0');
+  }
+  switch (dtype[1]) {
+  case 'b':
+    return n == 1 ? n : 0;
+  case 'f':
+    return n == 2 || n == 4 || n == 8 ? n : 0;
+  case 'c':
+    return n == 8 || n == 16 ? n : 0;
+  default:
+    return n == 1 || n == 2 || n == 4 || n == 8 ? n : 0;
+  }
+}
+
+/// What a broadcast's root sends first: whether it has an array, and its
+/// size and dtype.
+struct BroadcastHeader {
+  /// -1: the root refused its array.
+  int64_t ndim = -1;
+  int64_t bytes = 0;
+  char dtype[8] = {};
+};
+
+/// The header of `a` on the root; the reason it cannot be sent in `why`.
+BroadcastHeader headerOf(const zrt_array *a, std::string &why) {
+  BroadcastHeader h;
+  // NumPy's most dimensions.
+  constexpr int32_t kMaxDims = 64;
+  if (!a) {
+    why = "the root has no array to send";
+    return h;
+  }
+  int64_t element = elementBytes(a->dtype);
+  if (!element) {
+    why = std::string("dtype '") + (a->dtype ? a->dtype : "") +
+          "' is not a NumPy type string of a bool, integer, float or "
+          "complex";
+    return h;
+  }
+  if (a->ndim < 0 || a->ndim > kMaxDims || (a->ndim > 0 && !a->shape)) {
+    why = "an array of " + std::to_string(a->ndim) + " dimension(s)";
+    return h;
+  }
+  int64_t bytes = element;
+  for (int32_t d = 0; d < a->ndim; ++d)
+    if (a->shape[d] < 0 || __builtin_mul_overflow(bytes, a->shape[d], &bytes)) {
+      why = "dimension " + std::to_string(d) + " of the array is " +
+            std::to_string(a->shape[d]);
+      return h;
+    }
+  if (bytes > 0 && !a->data) {
+    why = "the array has no data";
+    return h;
+  }
+  h.ndim = a->ndim;
+  h.bytes = bytes;
+  std::strncpy(h.dtype, a->dtype, sizeof h.dtype - 1);
+  return h;
+}
+
+/// zrt_session_broadcast's collectives: the header, the shape, the bytes.
+void broadcastArray(zrt_session *s, int32_t root, const zrt_array *array) {
+  int32_t rank = s->driver.rank(), world = s->driver.worldSize();
+  if (root < 0 || root >= world)
+    throw InvalidInput("rank " + std::to_string(root) +
+                       " outside the world of " + std::to_string(world) +
+                       " rank(s)");
+  BroadcastHeader h;
+  std::string why;
+  if (rank == root)
+    h = headerOf(array, why);
+  MPI_Bcast(&h, sizeof h, MPI_BYTE, root, MPI_COMM_WORLD);
+  if (h.ndim < 0)
+    throw InvalidInput(rank == root
+                           ? "broadcast: " + why
+                           : "broadcast: rank " + std::to_string(root) +
+                                 " cannot send its array (its error says "
+                                 "why)");
+  s->receivedShape.assign(size_t(h.ndim), 0);
+  if (rank == root)
+    std::copy(array->shape, array->shape + h.ndim, s->receivedShape.begin());
+  MPI_Bcast(s->receivedShape.data(), int(h.ndim), MPI_INT64_T, root,
+            MPI_COMM_WORLD);
+  s->receivedDtype = h.dtype;
+  s->received.resize(size_t(h.bytes));
+  if (rank == root && h.bytes > 0)
+    std::memcpy(s->received.data(), array->data, size_t(h.bytes));
+  // MPI counts are ints.
+  constexpr int64_t kChunk = int64_t(1) << 30;
+  for (int64_t at = 0; at < h.bytes; at += kChunk)
+    MPI_Bcast(s->received.data() + at, int(std::min(kChunk, h.bytes - at)),
+              MPI_BYTE, root, MPI_COMM_WORLD);
+}
 
 } // namespace
 
@@ -566,7 +681,7 @@ extern "C" zrt_status zrt_session_reload(zrt_session *s) {
         s->driver.reload();
         return true;
       },
-      /*offloadCall=*/true);
+      /*whileOffloaded=*/true);
 }
 
 extern "C" int64_t zrt_session_offloaded_bytes(const zrt_session *s) {
@@ -579,6 +694,43 @@ extern "C" int64_t zrt_session_stream_peak_bytes(const zrt_session *s) {
 
 extern "C" const char *zrt_session_manifest(const zrt_session *s) {
   return s ? s->driver.manifestText() : "";
+}
+
+extern "C" zrt_status zrt_session_report(const zrt_session *cs,
+                                         const char **json) {
+  auto *s = const_cast<zrt_session *>(cs);
+  if (json)
+    *json = "";
+  if (!s)
+    return ZRT_FAILED;
+  s->message.clear();
+  if (!zero_report) {
+    s->message = "the program carries no report (`zero-compile --emit "
+                 "shared` links one into a library)";
+    return ZRT_FAILED;
+  }
+  if (json)
+    *json = zero_report;
+  return ZRT_OK;
+}
+
+extern "C" zrt_status zrt_session_broadcast(zrt_session *s, int32_t root,
+                                            const zrt_array *array,
+                                            zrt_array *out) {
+  return guarded(
+      s,
+      [&] {
+        if (!out)
+          throw InvalidInput("no array to fill");
+        *out = zrt_array{};
+        broadcastArray(s, root, array);
+        out->data = s->received.data();
+        out->dtype = s->receivedDtype.c_str();
+        out->ndim = int32_t(s->receivedShape.size());
+        out->shape = s->receivedShape.data();
+        return true;
+      },
+      /*whileOffloaded=*/true);
 }
 
 extern "C" int32_t zrt_session_rank(const zrt_session *s) {

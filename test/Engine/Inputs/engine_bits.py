@@ -1,6 +1,6 @@
 """Trains a compiled step through zero_mlir.Engine as `train` does.
 
-    engine_bits.py STEP.so WEIGHTS IDS LABELS STEPS LOG EXPORT
+    engine_bits.py STEP.so WEIGHTS IDS LABELS STEPS LOG EXPORT REPORT
 
 Step s passes the global batch that `train --inputs IDS --labels LABELS`
 reads for it (rows [s * R, (s + 1) * R) for R rows a step) under the step's
@@ -14,7 +14,10 @@ the checkpoint and trains three steps again, which must repeat the records
 of the steps after it. Rank 0 writes each step's record
 as a line of LOG, as --log-json does, and says what it saw; then the
 parameters are streamed in small buckets and compared with what export_hf
-writes into EXPORT.
+writes into EXPORT. Before the steps, every rank receives rank 0's array
+through engine.broadcast (bitwise) and refuses a root outside the world,
+which the ranks tell each other through broadcast_object, and rank 0
+compares engine.plan with REPORT, zero-report's JSON of the same schedule.
 """
 
 import json
@@ -27,7 +30,7 @@ from safetensors.numpy import load_file
 
 
 def main():
-    library, weights, ids, labels, steps, log, export = sys.argv[1:]
+    library, weights, ids, labels, steps, log, export, report = sys.argv[1:]
     bucket = 64 << 10
     ids, labels, steps = np.load(ids), np.load(labels), int(steps)
     with zero_mlir.Engine(library, init_from=weights, quiet=True) as engine:
@@ -35,6 +38,30 @@ def main():
         shapes = {i["name"]: i["shape"] for i in engine.inputs}
         say("inputs", sorted(shapes.items()))
         rows = shapes["input_ids"][0]
+
+        # Rank 0's rollouts on every rank; each rank makes its own.
+        def rollouts(rank):
+            return np.random.default_rng(rank).standard_normal(
+                (3, 5), dtype=np.float32)
+
+        got = engine.broadcast(rollouts(engine.rank) if engine.rank == 0
+                               else None)
+        bitwise = (got.dtype == np.float32 and got.shape == (3, 5) and
+                   got.tobytes() == rollouts(0).tobytes())
+        try:
+            engine.broadcast(got, root=5)
+            refused = False
+        except ValueError:
+            refused = True
+        verdicts = [engine.broadcast_object((bitwise, refused), root=r)
+                    for r in range(engine.world_size)]
+        say("broadcast: rank 0's array bitwise, root 5 refused, by rank:",
+            verdicts)
+        with open(report) as f:
+            expected = json.load(f)
+        say("plan is the report:", engine.plan == expected,
+            sorted(k for k in set(engine.plan) | set(expected)
+                   if engine.plan.get(k) != expected.get(k)))
 
         def batch(s):
             take = [(s * rows + r) % len(ids) for r in range(rows)]
@@ -62,7 +89,7 @@ def main():
                 say("offloaded bytes", engine.offloaded_bytes,
                     "plan persistent + arena",
                     engine.plan["persistent_bytes"] +
-                    engine.plan["arena_bytes"])
+                    engine.plan["step_arena_bytes"])
                 try:
                     engine.step(input_ids=x, labels=y)
                 except RuntimeError as e:

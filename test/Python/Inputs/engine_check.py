@@ -31,6 +31,22 @@ with zero_mlir.Engine(fake, init_from="model.safetensors", seed=7,
                       threads=2, quiet=True, resume=None) as engine:
     print("argv", engine.manifest["argv"])
     print("plan", engine.plan)
+    # The root's array, as a new contiguous NumPy array of its dtype.
+    sent = np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::-1]
+    got = engine.broadcast(sent)
+    print("broadcast", got.dtype, got.shape, got.tolist(), got is not sent,
+          got.flags.writeable)
+    for value in (np.array([True, False]), np.int64(7), np.zeros((0, 3)),
+                  [[1, 2], [3, 4]]):
+        got = engine.broadcast(value, root=0)
+        print("broadcast", got.dtype, got.shape, got.tolist())
+    print("broadcast object", engine.broadcast_object({"a": [1, (2, 3)]}))
+    attempt("broadcast root", lambda: engine.broadcast(sent, root=1))
+    attempt("broadcast none", lambda: engine.broadcast(None))
+    attempt("broadcast object array",
+            lambda: engine.broadcast(np.array([object()])))
+    attempt("broadcast complex", lambda: engine.broadcast(np.zeros(2, np.complex64)))
+    attempt("broadcast unpicklable", lambda: engine.broadcast_object(lambda: 0))
     print("inputs", engine.inputs)
     print("local", engine.local_inputs)
     ids = np.arange(32, dtype=np.int64).reshape(4, 8)

@@ -30,6 +30,9 @@ struct zrt_session {
   int32_t parameter;
   int32_t rank;
   float values[6];
+  char received[4096];
+  char dtype[8];
+  int64_t shape[8];
 };
 
 int32_t zrt_session_api_version(void) { return FAKE_API_VERSION; }
@@ -187,6 +190,38 @@ const char *zrt_session_manifest(const zrt_session *s) {
            "\"arena_bytes\":32,\"peak_bytes\":96}}",
            s->argv);
   return text;
+}
+
+zrt_status zrt_session_report(const zrt_session *s, const char **json) {
+  *json = "{\"stage\": 3, \"world_size\": 1, \"persistent_bytes\": 64, "
+          "\"step_arena_bytes\": 32, \"peak_bytes\": 96}\n";
+  return ZRT_OK;
+}
+
+/* World size 1: the root's array, copied, with the header checks of the
+ * runtime's (a known dtype, at most 8 dims and 4096 bytes here). */
+zrt_status zrt_session_broadcast(zrt_session *s, int32_t root,
+                                 const zrt_array *array, zrt_array *out) {
+  memset(out, 0, sizeof *out);
+  if (root != 0)
+    return fail(s, ZRT_INVALID_INPUT, "rank outside the world");
+  if (!array)
+    return fail(s, ZRT_INVALID_INPUT, "broadcast: the root has no array");
+  int64_t n = strlen(array->dtype) > 2 ? atoi(array->dtype + 2) : 0;
+  if (n <= 0 || array->ndim > 8)
+    return fail(s, ZRT_INVALID_INPUT, "broadcast: a bad array");
+  for (int32_t d = 0; d < array->ndim; ++d)
+    n *= array->shape[d];
+  if (n > (int64_t)sizeof s->received)
+    return fail(s, ZRT_INVALID_INPUT, "broadcast: too large for the fake");
+  memcpy(s->received, array->data, n);
+  snprintf(s->dtype, sizeof s->dtype, "%s", array->dtype);
+  memcpy(s->shape, array->shape, array->ndim * sizeof(int64_t));
+  out->data = s->received;
+  out->dtype = s->dtype;
+  out->ndim = array->ndim;
+  out->shape = s->shape;
+  return ok(s);
 }
 
 int64_t zrt_session_offloaded_bytes(const zrt_session *s) { return 0; }
