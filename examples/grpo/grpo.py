@@ -198,7 +198,8 @@ def main():
                 saved.update({"%d/%s" % (it, k): v for k, v in batch.items()})
                 saved["%d/rewards" % it] = r
             # 5. Every rank gets the batch and steps on it.
-            arrays = {name: broadcast(engine, batch[name] if root else None)
+            arrays = {name: engine.broadcast(batch[name] if root else None,
+                                             root=0)
                       for name in names}
             for k in range(args.num_iterations):
                 record = engine.step(**arrays)
@@ -217,13 +218,6 @@ def main():
             saved["input_names"] = np.array(names)
             saved.update({"weight/" + n: a for n, a in final.items()})
             np.savez(args.rollouts, **saved)
-
-
-def broadcast(engine, array):
-    """Rank 0's array on every rank (the others pass None)."""
-    if engine.world_size == 1:
-        return array
-    return engine.broadcast(array, root=0)
 
 
 if __name__ == "__main__":
