@@ -346,16 +346,13 @@ def _square(low, c):
 @_rule(METHODS, "mean")
 def _mean(low, c):
     """x.mean() of every element (a per-sequence loss's mean over the
-    batch, as TRL's GRPO loss takes it) is their sum scaled by 1 / numel;
-    a mean over the last dimension is an RMS norm's (lower_blocks)."""
+    batch, as TRL's GRPO loss takes it) is x.sum() (its arguments are
+    mean's) scaled by 1 / numel; a mean over the last dimension is an RMS
+    norm's (lower_blocks)."""
     x, dim = c.a[0], unwrap(c.arg(1, "dim"))
-    if isinstance(dim, (tuple, list)) and len(dim) == 1:
-        dim = dim[0]
     if is_sym(x) and dim is None and unwrap(c.kw.get("dtype")) is None:
-        x = low.float_sym(x, c.where)
         n = math.prod(x.shape)
-        return low.scale(_sum_all(low, x, tuple(c.value.shape), c.where),
-                         1.0 / n, c.where)
+        return low.scale(_sum(low, c), 1.0 / n, c.where)
     return low.mean(x, c.arg(1, "dim"), c.arg(2, "keepdim", False),
                     c.value, c.where)
 
@@ -392,15 +389,6 @@ def _repeat(low, c):
     return x
 
 
-def _sum_all(low, x, shape, where):
-    """Every element's sum: the flattened row's, a 0-d result."""
-    n = math.prod(x.shape)
-    y = low.emit("matmul", [low.emit("reshape", [x], {}, [(1, n)], where),
-                            low.fill(1.0, (1, n), where)],
-                 {"transpose_rhs": True}, [(1, 1)], where)
-    return low.emit("reshape", [y], {}, [shape], where)
-
-
 @_rule(FUNCTIONS, torch.sum)
 @_rule(METHODS, "sum")
 def _sum(low, c):
@@ -418,7 +406,12 @@ def _sum(low, c):
     if dim is None and len(x.shape) == 1:
         dim = 0
     if dim is None and len(x.shape) >= 1 and dtype in (None, torch.float32):
-        return _sum_all(low, x, tuple(c.value.shape), where)
+        # Every element: the flattened row's sum, a 0-d result.
+        n = math.prod(x.shape)
+        y = low.emit("matmul", [low.emit("reshape", [x], {}, [(1, n)], where),
+                                low.fill(1.0, (1, n), where)],
+                     {"transpose_rhs": True}, [(1, 1)], where)
+        return low.emit("reshape", [y], {}, [tuple(c.value.shape)], where)
     if isinstance(dim, (tuple, list)) or dim is None or \
             norm_axis(dim, len(x.shape), where) != len(x.shape) - 1:
         where.fail("%s over dimension %s has no equivalent (a sum over the "
