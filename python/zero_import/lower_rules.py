@@ -406,12 +406,19 @@ def _sum(low, c):
     if dim is None and len(x.shape) == 1:
         dim = 0
     if dim is None and len(x.shape) >= 1 and dtype in (None, torch.float32):
-        # Every element: the flattened row's sum, a 0-d result.
-        n = math.prod(x.shape)
-        y = low.emit("matmul", [low.emit("reshape", [x], {}, [(1, n)], where),
-                                low.fill(1.0, (1, n), where)],
-                     {"transpose_rhs": True}, [(1, 1)], where)
-        return low.emit("reshape", [y], {}, [tuple(c.value.shape)], where)
+        # Every element: each row's sum (x @ ones), then the rows' by
+        # nn.reduce_sum, so that dimension 0, the batch a rank divides,
+        # stays outermost.
+        rows = x
+        if len(x.shape) >= 2:
+            n = math.prod(x.shape[1:])
+            if len(x.shape) > 2:
+                x = low.emit("reshape", [x], {}, [(x.shape[0], n)], where)
+            rows = x if n == 1 else \
+                low.emit("matmul", [x, low.fill(1.0, (1, n), where)],
+                         {"transpose_rhs": True}, [(x.shape[0], 1)], where)
+        return low.emit("reduce_sum", [rows], {}, [tuple(c.value.shape)],
+                        where)
     if isinstance(dim, (tuple, list)) or dim is None or \
             norm_axis(dim, len(x.shape), where) != len(x.shape) - 1:
         where.fail("%s over dimension %s has no equivalent (a sum over the "

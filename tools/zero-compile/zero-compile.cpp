@@ -195,6 +195,67 @@ static std::optional<CommandLine> splitCommandLine(int argc, char **argv) {
   return c;
 }
 
+/// A library carries the report of the schedule it runs
+/// (zrt_session_report): zero-report's JSON, written to a temporary file at
+/// `path`, priced on the pipeline's hardware preset and inter-node
+/// bandwidth. An error message, or nothing.
+static std::string addReportPass(mlir::PassManager &pm,
+                                 StringRef pipelineOptions,
+                                 SmallVectorImpl<char> &path) {
+  mlir::zero::ZeroPipelineOptions parsed;
+  if (failed(parsed.parseFromString(pipelineOptions, errs())))
+    return ("invalid options: " + pipelineOptions).str();
+  int fd;
+  if (std::error_code ec =
+          sys::fs::createTemporaryFile("zero-compile", "json", fd, path))
+    return "cannot write a report: " + ec.message();
+  sys::Process::SafelyCloseFileDescriptor(fd);
+  mlir::zero::ZeroReportPassOptions report;
+  report.out = std::string(path.begin(), path.end());
+  report.hardware = parsed.hardware;
+  report.interNodeBandwidth = parsed.interNodeBandwidth;
+  pm.addPass(mlir::zero::createZeroReportPass(report));
+  return "";
+}
+
+/// The report as the library's `zero_report`, hidden: the runtime's weak
+/// reference binds within the library.
+static void embedReport(llvm::Module &module, StringRef json) {
+  auto *text = llvm::ConstantDataArray::getString(module.getContext(), json);
+  auto *report = new llvm::GlobalVariable(
+      module, text->getType(), /*isConstant=*/true,
+      llvm::GlobalValue::ExternalLinkage, text, "zero_report");
+  report->setVisibility(llvm::GlobalValue::HiddenVisibility);
+}
+
+/// Compiles `module` for the host into the object file `path` (position
+/// independent, for an executable or a library alike). An error message,
+/// or nothing.
+static std::string emitObject(llvm::Module &module, const std::string &path) {
+  InitializeNativeTarget();
+  InitializeNativeTargetAsmPrinter();
+  std::string triple = sys::getDefaultTargetTriple(), error;
+  const Target *tgt = TargetRegistry::lookupTarget(Triple(triple), error);
+  if (!tgt)
+    return error;
+  TargetOptions options;
+  std::unique_ptr<TargetMachine> tm(tgt->createTargetMachine(
+      Triple(triple), "generic", "", options, Reloc::PIC_));
+  module.setDataLayout(tm->createDataLayout());
+  module.setTargetTriple(Triple(triple));
+  std::error_code ec;
+  ToolOutputFile obj(path, ec, sys::fs::OF_None);
+  if (ec)
+    return "cannot write '" + path + "': " + ec.message();
+  legacy::PassManager codegen;
+  if (tm->addPassesToEmitFile(codegen, obj.os(), nullptr,
+                              CodeGenFileType::ObjectFile))
+    return "the target cannot emit object files";
+  codegen.run(module);
+  obj.keep();
+  return "";
+}
+
 int main(int argc, char **argv) {
   InitLLVM y(argc, argv);
   std::optional<CommandLine> line = splitCommandLine(argc, argv);
@@ -260,25 +321,12 @@ int main(int argc, char **argv) {
   if (failed(mlir::parsePassPipeline(pipeline, pm, errs())))
     return fail("invalid options: " + pipelineOptions);
   bool shared = emit == "shared";
-  // A library carries the report of the schedule it runs
-  // (zrt_session_report): zero-report's JSON, priced on the pipeline's
-  // hardware preset and inter-node bandwidth.
   SmallString<128> reportPath;
   std::error_code ec;
   if (shared) {
-    mlir::zero::ZeroPipelineOptions parsed;
-    if (failed(parsed.parseFromString(pipelineOptions, errs())))
-      return fail("invalid options: " + pipelineOptions);
-    int fd;
-    if ((ec = sys::fs::createTemporaryFile("zero-compile", "json", fd,
-                                           reportPath)))
-      return fail("cannot write a report: " + ec.message());
-    sys::Process::SafelyCloseFileDescriptor(fd);
-    mlir::zero::ZeroReportPassOptions report;
-    report.out = reportPath.str().str();
-    report.hardware = parsed.hardware;
-    report.interNodeBandwidth = parsed.interNodeBandwidth;
-    pm.addPass(mlir::zero::createZeroReportPass(report));
+    std::string error = addReportPass(pm, pipelineOptions, reportPath);
+    if (!error.empty())
+      return fail(error);
   }
   if (emit != "mlir")
     pm.addPass(mlir::zero::createConvertZeroToRuntimePass());
@@ -312,14 +360,8 @@ int main(int argc, char **argv) {
       mlir::translateModuleToLLVMIR(*module, llvmContext, "zero_program");
   if (!llvmModule)
     return fail("translation to LLVM IR failed");
-  if (shared) {
-    // Hidden: the runtime's weak reference binds within the library.
-    auto *text = llvm::ConstantDataArray::getString(llvmContext, reportText);
-    auto *report = new llvm::GlobalVariable(
-        *llvmModule, text->getType(), /*isConstant=*/true,
-        llvm::GlobalValue::ExternalLinkage, text, "zero_report");
-    report->setVisibility(llvm::GlobalValue::HiddenVisibility);
-  }
+  if (shared)
+    embedReport(*llvmModule, reportText);
   if (emit == "llvm") {
     ToolOutputFile out(outputFile, ec, sys::fs::OF_Text);
     if (ec)
@@ -329,31 +371,11 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  InitializeNativeTarget();
-  InitializeNativeTargetAsmPrinter();
-  std::string triple = sys::getDefaultTargetTriple();
-  const Target *tgt = TargetRegistry::lookupTarget(Triple(triple), error);
-  if (!tgt)
-    return fail(error);
-  TargetOptions options;
-  std::unique_ptr<TargetMachine> tm(tgt->createTargetMachine(
-      Triple(triple), "generic", "", options, Reloc::PIC_));
-  llvmModule->setDataLayout(tm->createDataLayout());
-  llvmModule->setTargetTriple(Triple(triple));
-
   std::string objPath = emit == "obj" ? outputFile.getValue()
                                       : outputFile + ".o";
-  {
-    ToolOutputFile obj(objPath, ec, sys::fs::OF_None);
-    if (ec)
-      return fail("cannot write '" + objPath + "': " + ec.message());
-    legacy::PassManager codegen;
-    if (tm->addPassesToEmitFile(codegen, obj.os(), nullptr,
-                                CodeGenFileType::ObjectFile))
-      return fail("the target cannot emit object files");
-    codegen.run(*llvmModule);
-    obj.keep();
-  }
+  error = emitObject(*llvmModule, objPath);
+  if (!error.empty())
+    return fail(error);
   if (emit == "obj")
     return 0;
 

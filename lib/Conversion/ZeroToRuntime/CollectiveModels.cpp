@@ -238,6 +238,23 @@ LogicalResult buildCall(MoeReturnOp op, CollectiveCallBuilder &b) {
                  b.i32(-1)});
 }
 
+/// The count function records each micro batch's sum; the first micro
+/// step sums them over the ranks.
+LogicalResult buildCall(CountSumOp op, CollectiveCallBuilder &b) {
+  if (b.isCountingLabels()) {
+    Value value = b.pointer(op.getValue());
+    if (!value)
+      return failure();
+    return b.call("zrt_ctx_count_sum",
+                  {b.context(), value, b.i32(op.getIndex())});
+  }
+  Value out = b.pointer(op.getSum());
+  if (!out)
+    return failure();
+  return b.call("zrt_ctx_all_reduce_sum",
+                {b.context(), b.i32(op.getIndex()), out});
+}
+
 template <typename OpT>
 struct CollectiveModel
     : public RuntimeCollectiveOpInterface::ExternalModel<CollectiveModel<OpT>,
@@ -258,7 +275,7 @@ void attach(MLIRContext *context) {
 void mlir::zero::registerRuntimeCollectiveModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, ZeroDialect *) {
     attach<AllGatherOp, PrefetchOp, ReduceScatterOp, ReduceOp, AllReduceOp,
-           AllToAllOp, CountLabelsOp, StoreSecondaryOp, MoeExchangeOp,
-           MoeReturnOp>(context);
+           AllToAllOp, CountLabelsOp, CountSumOp, StoreSecondaryOp,
+           MoeExchangeOp, MoeReturnOp>(context);
   });
 }

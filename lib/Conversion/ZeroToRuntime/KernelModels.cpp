@@ -601,6 +601,15 @@ LogicalResult buildCall(nn::ReduceSumOp op, KernelCallBuilder &b) {
                 {b.dtype(elemType(op.getInput())), b.operand(0), b.result(0),
                  b.i64(numel(op.getInput()) / cols), b.i64(cols)});
 }
+/// The broadcast back as zrt_add's: zeros plus the gradient repeated.
+LogicalResult buildCall(nn::ReduceSumGradOp op, KernelCallBuilder &b) {
+  Value dtype = b.dtype(elemType(op.getInput()));
+  int64_t n = numel(op.getInput());
+  if (failed(b.call("zrt_fill", {dtype, b.result(0), b.i64(n), b.f64(0.0)})))
+    return failure();
+  return b.call("zrt_add", {dtype, b.result(0), b.operand(1), b.result(0),
+                            b.i64(n), b.i64(numel(op.getResultGrad()))});
+}
 LogicalResult buildCall(nn::TransposeOp op, KernelCallBuilder &b) {
   auto t = tensorType(op.getInput());
   return b.call("zrt_transpose",
@@ -695,20 +704,20 @@ void attachPointwise(MLIRContext *context) {
 
 void mlir::zero::registerRuntimeKernelModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, nn::NNDialect *) {
-    attach<nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::BiasGeluOp,
-           nn::BiasGeluGradOp, nn::SwigluOp, nn::SwigluGradOp, nn::SoftmaxOp,
-           nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp,
-           nn::LayerNormOp, nn::LayerNormGradOp, nn::RmsNormOp,
-           nn::RmsNormGradOp, nn::AttentionOp, nn::AttentionGradOp,
-           nn::EmbeddingOp, nn::EmbeddingGradOp, nn::SoftmaxCrossEntropyOp,
-           nn::SoftmaxCrossEntropyGradOp, nn::LinearCrossEntropyOp,
-           nn::LinearCrossEntropyGradOp, nn::TiledMlpOp, nn::TiledMlpGradOp,
-           nn::ShiftLabelsOp, nn::DocumentIdsOp, nn::ReduceSumOp,
-           nn::TransposeOp, nn::SplitOp, nn::ConcatOp, nn::MoeRouterOp,
-           nn::MoeRouterGradOp, nn::MoeDispatchOp, nn::MoeDispatchGradOp,
-           nn::GroupedMatmulOp, nn::GroupedMatmulWeightGradOp, nn::MoeCombineOp,
-           nn::MoeCombineGradOp, nn::MoeAuxLossOp, nn::MoeAuxLossGradOp,
-           nn::MoeExpertCountsOp>(context);
+    attach<
+        nn::MatmulOp, nn::AddOp, nn::MulOp, nn::ScaleOp, nn::BiasGeluOp,
+        nn::BiasGeluGradOp, nn::SwigluOp, nn::SwigluGradOp, nn::SoftmaxOp,
+        nn::SoftmaxGradOp, nn::RopeOp, nn::CastOp, nn::FillOp, nn::LayerNormOp,
+        nn::LayerNormGradOp, nn::RmsNormOp, nn::RmsNormGradOp, nn::AttentionOp,
+        nn::AttentionGradOp, nn::EmbeddingOp, nn::EmbeddingGradOp,
+        nn::SoftmaxCrossEntropyOp, nn::SoftmaxCrossEntropyGradOp,
+        nn::LinearCrossEntropyOp, nn::LinearCrossEntropyGradOp, nn::TiledMlpOp,
+        nn::TiledMlpGradOp, nn::ShiftLabelsOp, nn::DocumentIdsOp,
+        nn::ReduceSumOp, nn::ReduceSumGradOp, nn::TransposeOp, nn::SplitOp,
+        nn::ConcatOp, nn::MoeRouterOp, nn::MoeRouterGradOp, nn::MoeDispatchOp,
+        nn::MoeDispatchGradOp, nn::GroupedMatmulOp,
+        nn::GroupedMatmulWeightGradOp, nn::MoeCombineOp, nn::MoeCombineGradOp,
+        nn::MoeAuxLossOp, nn::MoeAuxLossGradOp, nn::MoeExpertCountsOp>(context);
     // gpt-oss's.
     attach<nn::ClampedSwigluOp, nn::ClampedSwigluGradOp,
            nn::AttentionSinksGradOp>(context);

@@ -145,7 +145,8 @@ LogicalResult Lowering::lowerGrad(GradOp g) {
   return success();
 }
 
-/// The loss scale, the label share, and the loss returned.
+/// The loss scale, the label share, the global sums and the micro share,
+/// and the loss returned.
 LogicalResult Lowering::lowerLossOp(Operation *op) {
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](LossScaleOp o) -> LogicalResult {
@@ -160,6 +161,21 @@ LogicalResult Lowering::lowerLossOp(Operation *op) {
         if (!out)
           return failure();
         callVoid("zrt_ctx_label_share",
+                 {ctx, f64(o.getDivisor().convertToDouble()), out});
+        return success();
+      })
+      .Case([&](StepSumOp o) -> LogicalResult {
+        Value out = ptrOrNull(o.getResult());
+        if (!out)
+          return failure();
+        callVoid("zrt_ctx_step_sum", {ctx, i32(o.getIndex()), out});
+        return success();
+      })
+      .Case([&](MicroShareOp o) -> LogicalResult {
+        Value out = ptrOrNull(o.getResult());
+        if (!out)
+          return failure();
+        callVoid("zrt_ctx_micro_share",
                  {ctx, f64(o.getDivisor().convertToDouble()), out});
         return success();
       })
@@ -407,7 +423,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         "convert-zero-to-runtime cannot lower it");
   return TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](GradOp o) { return lowerGrad(o); })
-      .Case<LossScaleOp, LabelShareOp, ReturnOp>(
+      .Case<LossScaleOp, LabelShareOp, StepSumOp, MicroShareOp, ReturnOp>(
           [&](Operation *o) { return lowerLossOp(o); })
       .Case([&](WaitOp o) -> LogicalResult {
         callVoid("zrt_ctx_wait", {ctx, i32(slotOf(o.getToken()))});

@@ -6,8 +6,9 @@
 // `zero_micro_step` (the ops of every micro step), `zero_boundary` (the
 // ops that run once per optimizer step) and `zero_eval_step` (the forward
 // cut at the loss, getEvaluationOps), and a fourth with a
-// zero.count_labels, `zero_count_labels` (the ops computing the counted
-// labels and the count of one micro batch's). A phase longer than
+// zero.count_labels or zero.count_sum, `zero_count_labels` (the ops
+// computing the counted labels and sums, and the counts of one micro
+// batch's). A phase longer than
 // `max-function-ops` LLVM operations is emitted as internal functions that
 // its entry calls in order.
 //
@@ -267,25 +268,38 @@ LogicalResult Lowering::run() {
   if (failed(evaluated))
     return failure();
 
-  // The label count function: like the evaluation step, a cut of the step
-  // at the training step's offsets, whose ops the micro step that follows
-  // writes again before it reads them.
+  // The count function (labels, sums of the inputs): like the evaluation
+  // step, a cut of the step at the training step's offsets, whose ops the
+  // micro step that follows writes again before it reads them.
   auto counts = step.getBodyBlock().getOps<CountLabelsOp>();
-  bool countLabels = !counts.empty();
-  if (countLabels) {
+  SmallVector<Value> counted;
+  SmallVector<Operation *> countOps;
+  if (!counts.empty()) {
     CountLabelsOp count = *counts.begin();
     if (std::next(counts.begin()) != counts.end())
       return count.emitOpError("is one of several zero.count_labels of the "
                                "step; the runtime keeps one count");
-    SmallVector<Operation *> countOps =
-        getOpsComputing(step, {count.getLabels()});
+    counted.push_back(count.getLabels());
     countOps.push_back(count);
+  }
+  for (CountSumOp sum : step.getBodyBlock().getOps<CountSumOp>()) {
+    counted.push_back(sum.getValue());
+    countOps.push_back(sum);
+  }
+  bool countLabels = !countOps.empty();
+  if (countLabels) {
+    SmallVector<Operation *> ops = getOpsComputing(step, counted);
+    // The count ops in the order of the step, after what they read.
+    llvm::SmallPtrSet<Operation *, 4> isCount(countOps.begin(), countOps.end());
+    for (Operation &op : step.getBodyBlock())
+      if (isCount.contains(&op))
+        ops.push_back(&op);
     b.setInsertionPointToEnd(module.getBody());
     auto fn =
         LLVM::LLVMFuncOp::create(b, step.getLoc(), "zero_count_labels", fnType);
     fn.addEntryBlock(b);
     countingLabels = true;
-    LogicalResult lowered = lowerPhase(fn, countOps, /*trace=*/false);
+    LogicalResult lowered = lowerPhase(fn, ops, /*trace=*/false);
     countingLabels = false;
     if (failed(lowered))
       return failure();

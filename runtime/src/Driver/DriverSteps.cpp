@@ -91,7 +91,7 @@ Driver::Evaluation Driver::evaluate() {
   {
     WaitScope watched(ctx.waitState, "the evaluation loss all-reduce");
     MPI_Allreduce(&local, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    if (program->count_labels)
+    if (ctx.countsLabels)
       MPI_Allreduce(&labels, &tokens, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   }
   if (ctx.tracing)
@@ -254,9 +254,10 @@ Driver::StepTimes Driver::runStep(int64_t step) {
   ctx.moeMaxExpertRows = ctx.moeDroppedRows = 0;
   auto start = std::chrono::steady_clock::now();
   double stepStart = ctx.nowUs();
-  // A mean over the valid labels of the global batch: every micro batch's
-  // labels are counted before the first one trains (its first micro step
-  // all-reduces the counts, before the backward).
+  // A mean over the valid labels of the global batch, or a loss divided by
+  // a sum of the inputs over it: every micro batch's labels and sums are
+  // counted before the first one trains (its first micro step all-reduces
+  // them, before the backward).
   if (program->count_labels) {
     ctx.microLabels.assign(m.accumulationSteps, 0);
     for (int32_t micro = 0; micro < m.accumulationSteps; ++micro) {
@@ -359,8 +360,8 @@ StepRecord Driver::agree(int64_t step, float scale, const StepTimes &local,
   r.skipped = ctx.skipped;
   // The count the loss divides by: the valid labels of the global batch,
   // or every label of it without ignore_index.
-  r.tokens = program->count_labels ? ctx.stepLabels
-                                   : batchRows().perStep * data->labelsPerRow();
+  r.tokens = ctx.countsLabels ? ctx.stepLabels
+                              : batchRows().perStep * data->labelsPerRow();
   r.overflow = ctx.overflow;
   r.adamSteps = ctx.optimizerSteps;
   // The learning rate this step applied, or would have (a skipped step

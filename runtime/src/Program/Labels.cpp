@@ -50,6 +50,7 @@ extern "C" void zrt_ctx_count_labels(zrt_ctx *ctx, int32_t labelType,
     fatal("zrt_ctx_count_labels: micro batch %d of %zu", int(ctx->micro),
           ctx->microLabels.size());
   ctx->microLabels[ctx->micro] = count;
+  ctx->countsLabels = true;
 }
 
 void program::allReduceLabels(zrt_ctx *ctx, int64_t *count) {
@@ -113,4 +114,63 @@ extern "C" void zrt_ctx_label_share(zrt_ctx *ctx, double divisor, float *out) {
                 : 0.0f;
   }
   device::storeF32(out, share);
+}
+
+extern "C" void zrt_ctx_count_sum(zrt_ctx *ctx, const float *value,
+                                  int32_t index) {
+  int32_t micros = ctx->manifest->accumulationSteps;
+  if (index < 0 || ctx->micro < 0 || ctx->micro >= micros)
+    fatal("zrt_ctx_count_sum: sum %d of micro batch %d of %d", int(index),
+          int(ctx->micro), int(micros));
+  float v = 0.0f;
+  {
+    WaitScope watched(ctx->waitState, "the sum to count");
+    device::download(&v, value, sizeof(float));
+  }
+  if (ctx->microSums.size() <= size_t(index))
+    ctx->microSums.resize(size_t(index) + 1);
+  std::vector<double> &sums = ctx->microSums[size_t(index)];
+  sums.resize(size_t(micros), 0.0);
+  sums[size_t(ctx->micro)] = double(v);
+}
+
+void program::allReduceSum(zrt_ctx *ctx, int32_t index, float *out) {
+  if (index < 0 || size_t(index) >= ctx->microSums.size())
+    fatal("zrt_ctx_all_reduce_sum: sum %d of %zu counted", int(index),
+          ctx->microSums.size());
+  // In the micro batches' order, so that every run adds the same way.
+  double local = 0.0;
+  for (double v : ctx->microSums[size_t(index)])
+    local += v;
+  if (ctx->stepSums.size() <= size_t(index))
+    ctx->stepSums.resize(size_t(index) + 1, 0.0);
+  {
+    const char *what = "the sum all-reduce";
+    int64_t seq = record(ctx, what, kAllReduce, ZRT_RANKS_WORLD,
+                         zrt_rank_set{0, 1, ctx->world}, sizeof(double));
+    WaitScope watched(ctx->waitState, what);
+    ctx->flight.waited(seq);
+    MPI_Allreduce(&local, &ctx->stepSums[size_t(index)], 1, MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_WORLD);
+    ctx->flight.done(seq);
+  }
+  device::storeF32(out, float(ctx->stepSums[size_t(index)]));
+}
+
+extern "C" void zrt_ctx_step_sum(zrt_ctx *ctx, int32_t index, float *out) {
+  // The evaluation step's count function records its batch as micro batch
+  // 0.
+  const std::vector<double> *sums = ctx->evaluating
+                                        ? (size_t(index) < ctx->microSums.size()
+                                               ? &ctx->microSums[size_t(index)]
+                                               : nullptr)
+                                        : &ctx->stepSums;
+  size_t at = ctx->evaluating ? 0 : size_t(index);
+  if (index < 0 || !sums || at >= sums->size())
+    fatal("zrt_ctx_step_sum: sum %d was not counted", int(index));
+  device::storeF32(out, float((*sums)[at]));
+}
+
+extern "C" void zrt_ctx_micro_share(zrt_ctx *ctx, double divisor, float *out) {
+  device::storeF32(out, ctx->evaluating ? 1.0f : float(1.0 / divisor));
 }

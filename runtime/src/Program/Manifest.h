@@ -445,6 +445,14 @@ struct zrt_ctx {
   /// program's label count function), and their sum over the ranks.
   std::vector<int64_t> microLabels;
   int64_t stepLabels = 0;
+  /// Whether the step counts labels (the count function has a
+  /// zero.count_labels): the step's tokens are then stepLabels.
+  bool countsLabels = false;
+  /// Sums of the inputs over the global batch (zero.count_sum): sum k of
+  /// each of this rank's micro batches, microSums[k][micro], and their
+  /// total over the micro batches and ranks, stepSums[k].
+  std::vector<std::vector<double>> microSums;
+  std::vector<double> stepSums;
   /// Whether the evaluation step runs (zero.label_share reads 1 then).
   bool evaluating = false;
 

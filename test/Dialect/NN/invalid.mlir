@@ -762,6 +762,15 @@ func.func @reduce_sum_element_type(%x: tensor<2x4x8xf32>) {
 
 // -----
 
+// Checks that reduce_sum_grad's gradient has the shape of a sum.
+func.func @reduce_sum_grad_not_suffix(%x: tensor<2x4x8xf32>, %dy: tensor<4xf32>) {
+  // expected-error @+1 {{'nn.reduce_sum_grad' op gradient shape [4] must be a suffix of input shape [2, 4, 8]}}
+  %0 = nn.reduce_sum_grad %x, %dy : tensor<2x4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
 // Checks that gelu_erf keeps its operand's type.
 func.func @gelu_erf_result_type(%x: tensor<2x4xf32>) {
   // expected-error @+1 {{'nn.gelu_erf' op requires the same type for all operands and results}}

@@ -112,6 +112,8 @@ func.func @backward(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %dy: tensor<2x4x8x
   %one = nn.fill 1.0 : tensor<f32>
   // CHECK: nn.reduce_sum %{{.*}} : tensor<2x4x8xf32> -> tensor<8xf32>
   %db = nn.reduce_sum %dy : tensor<2x4x8xf32> -> tensor<8xf32>
+  // CHECK: nn.reduce_sum_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<8xf32>
+  %ddy = nn.reduce_sum_grad %dy, %db : tensor<2x4x8xf32>, tensor<8xf32>
   // CHECK: nn.gelu_grad %{{.*}}, %{{.*}} : tensor<2x4x8xf32>
   %g = nn.gelu_grad %x, %dy : tensor<2x4x8xf32>
   // CHECK: nn.bias_gelu_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<8xf32>

@@ -3624,3 +3624,59 @@ zero.train_step @train(%x: tensor<8x4xf32>)
   %loss = nn.fill 0.0 : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// Checks that a step's sums are numbered in order.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%m: tensor<2x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
+  %s = nn.reduce_sum %m : tensor<2x1xf32> -> tensor<f32>
+  // expected-error @+1 {{'zero.count_sum' op is the step's zero.count_sum number 0 but has index 1 (indices are 0, 1, ... in the order of the ops)}}
+  %n = zero.count_sum %s index 1 group @flat : tensor<f32> -> tensor<1xf32>
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that the sum runs in the first micro step only.
+zero.param @w : tensor<8xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 8 padded 8 params [@w] offsets [0]
+zero.train_step @train(%m: tensor<2x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
+  %s = nn.reduce_sum %m : tensor<2x1xf32> -> tensor<f32>
+  // expected-error @+1 {{'zero.count_sum' op sums before the first backward of the optimizer step: its phase must be first_micro_step, not micro_step}}
+  %n = zero.count_sum %s index 0 group @flat phase micro_step : tensor<f32> -> tensor<1xf32>
+  %loss = nn.fill 0.0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a global sum is one the step counts.
+zero.param @w : tensor<8xf32> init zeros
+zero.train_step @train(%m: tensor<2x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'zero.step_sum' op reads the sum of index 0, but the step has no zero.count_sum of it}}
+  %loss = zero.step_sum index 0 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// Checks that a micro share divides by the world's micro batches.
+zero.param @w : tensor<8xf32> init zeros
+zero.train_step @train(%m: tensor<2x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  // expected-error @+1 {{'zero.micro_share' op divisor must be at least 1 (world size times accumulation steps), got 5.000000e-01}}
+  %loss = zero.micro_share divisor 0.5 : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

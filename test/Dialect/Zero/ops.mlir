@@ -538,6 +538,30 @@ zero.train_step @token_mean(%x: tensor<2x4xf32>, %y: tensor<2xi64>)
 
 // -----
 
+// A loss's denominator summed over the global batch: the sum of the first
+// micro step, the global sum read back, and a micro batch's share.
+
+zero.param @w : tensor<4x3xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [0]
+
+// CHECK-LABEL: zero.train_step @global_sum
+zero.train_step @global_sum(%x: tensor<2x4xf32>, %m: tensor<2x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 8, accumulation_steps = 2> {
+  %s = nn.reduce_sum %m : tensor<2x1xf32> -> tensor<f32>
+  // CHECK: zero.count_sum %{{.*}} index 0 group @flat : tensor<f32> -> tensor<1xf32>
+  %n = zero.count_sum %s index 0 group @flat : tensor<f32> -> tensor<1xf32>
+  // CHECK: zero.step_sum index 0 : tensor<f32>
+  %g = zero.step_sum index 0 : tensor<f32>
+  // CHECK: zero.micro_share divisor 4.000000e+00 : tensor<f32>
+  %share = zero.micro_share divisor 4.0 : tensor<f32>
+  %loss = nn.mul %g, %share : tensor<f32>, tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
 // What an export to Hugging Face writes, on the module.
 // CHECK-LABEL: module attributes {zero.hf_model = #zero.hf_model<config = "{\0A  \22model_type\22: \22llama\22\0A}\0A", tied = {lm_head.weight = "model.embed_tokens.weight"}>}
 // CHECK: zero.param @model.embed_tokens.weight

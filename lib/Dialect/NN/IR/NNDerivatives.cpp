@@ -101,6 +101,12 @@ LogicalResult ScaleOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
   return success();
 }
 
+LogicalResult ReduceSumOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
+                                           SmallVectorImpl<Value> &out) {
+  out.push_back(ReduceSumGradOp::create(b, getLoc(), getInput(), grads[0]));
+  return success();
+}
+
 LogicalResult GeluOp::buildDerivative(OpBuilder &b, ArrayRef<Value> grads,
                                       SmallVectorImpl<Value> &out) {
   out.push_back(GeluGradOp::create(b, getLoc(), getInput(), grads[0]));

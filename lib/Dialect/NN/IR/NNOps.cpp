@@ -1030,6 +1030,18 @@ LogicalResult ReduceSumOp::verify() {
   return success();
 }
 
+LogicalResult ReduceSumGradOp::verify() {
+  auto in = ranked(getInput()), dy = ranked(getResultGrad());
+  if (in.getElementType() != dy.getElementType())
+    return emitOpError("element types differ: ")
+           << in.getElementType() << " vs " << dy.getElementType();
+  if (!isSuffix(dy.getShape(), in.getShape()))
+    return emitOpError("gradient shape ")
+           << shapeStr(dy.getShape()) << " must be a suffix of input shape "
+           << shapeStr(in.getShape());
+  return success();
+}
+
 /// beta divides the softplus, so it must be positive; both are finite.
 static LogicalResult checkSoftplus(Operation *op, APFloat beta,
                                    APFloat threshold) {

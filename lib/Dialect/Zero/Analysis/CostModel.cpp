@@ -485,8 +485,8 @@ Work Simulator::getOptimizerUpdateWork(OptimizerStepOp adam) const {
 }
 
 FailureOr<Work> Simulator::getWork(Operation *op) const {
-  if (isViewOp(op) ||
-      isa<FreeOp, WaitOp, ReturnOp, LossScaleOp, LabelShareOp>(op))
+  if (isViewOp(op) || isa<FreeOp, WaitOp, ReturnOp, LossScaleOp, LabelShareOp,
+                          StepSumOp, MicroShareOp>(op))
     return Work();
   if (auto kernel = dyn_cast<RuntimeKernelOpInterface>(op))
     return getKernelWork(kernel);

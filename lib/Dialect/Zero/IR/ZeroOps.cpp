@@ -1615,6 +1615,75 @@ LogicalResult LabelShareOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// CountSumOp / StepSumOp / MicroShareOp
+//===----------------------------------------------------------------------===//
+
+CollectiveKind CountSumOp::getCollectiveKind() {
+  return CollectiveKind::all_reduce;
+}
+std::optional<std::pair<int64_t, int64_t>> CountSumOp::getElementRange() {
+  return std::nullopt;
+}
+std::optional<BufferKind> CountSumOp::getInPlaceBuffer() {
+  return std::nullopt;
+}
+Value CountSumOp::getMovedValue() { return getSum(); }
+Value CountSumOp::getToken() { return Value(); }
+RankSetKind CountSumOp::getRankSetKind() { return RankSetKind::world; }
+
+LogicalResult CountSumOp::verify() {
+  if (numel(getSum()) != 1)
+    return emitOpError("the sum is one fp32, a tensor<1xf32>, got ")
+           << getSum().getType();
+  if (getPhase() != Phase::first_micro_step)
+    return emitOpError("sums before the first backward of the optimizer "
+                       "step: its phase must be first_micro_step, not ")
+           << stringifyPhase(getPhase());
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (!step)
+    return success();
+  uint64_t before = 0;
+  for (CountSumOp other : step.getBodyBlock().getOps<CountSumOp>()) {
+    if (other == *this)
+      break;
+    ++before;
+  }
+  if (getIndex() != before)
+    return emitOpError("is the step's zero.count_sum number ")
+           << before << " but has index " << getIndex()
+           << " (indices are 0, 1, ... in the order of the ops)";
+  return success();
+}
+
+LogicalResult CountSumOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return failure(failed(lookupGroup(*this, tables, getGroupAttr())));
+}
+
+LogicalResult StepSumOp::verify() {
+  auto step = (*this)->getParentOfType<TrainStepOp>();
+  if (!step)
+    return success();
+  for (CountSumOp count : step.getBodyBlock().getOps<CountSumOp>())
+    if (count.getIndex() == getIndex()) {
+      if (count->getBlock() != (*this)->getBlock() ||
+          !count->isBeforeInBlock(*this))
+        return emitOpError("reads the sum of the zero.count_sum of index ")
+               << getIndex() << ", which must come before it";
+      return success();
+    }
+  return emitOpError("reads the sum of index ")
+         << getIndex() << ", but the step has no zero.count_sum of it";
+}
+
+LogicalResult MicroShareOp::verify() {
+  if (!(getDivisor().convertToDouble() >= 1.0))
+    return emitOpError("divisor must be at least 1 (world size times "
+                       "accumulation steps), got ")
+           << getDivisor().convertToDouble();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // FreeOp
 //===----------------------------------------------------------------------===//
 

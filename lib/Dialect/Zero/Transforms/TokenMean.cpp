@@ -10,6 +10,8 @@
 #include "zero/Dialect/Zero/Analysis/Schedule.h"
 #include "zero/Dialect/Zero/IR/ZeroDialect.h"
 
+#include "mlir/IR/IRMapping.h"
+
 namespace mlir::zero {
 #define GEN_PASS_DEF_ZEROTOKENMEANPASS
 #include "zero/Dialect/Zero/Transforms/Passes.h.inc"
@@ -85,6 +87,169 @@ LogicalResult rewriteLoss(TrainStepOp step, LossOpInterface loss) {
   return success();
 }
 
+/// Whether `v` is a sum over the batch of a tensor, zero-import's
+/// `x.sum()`: its rows summed to a scalar by nn.reduce_sum.
+bool isBatchSum(Value v) {
+  auto sum = v.getDefiningOp<nn::ReduceSumOp>();
+  return sum && cast<RankedTensorType>(sum.getType()).getRank() == 0;
+}
+
+/// Whether `op` only passes a value of the inputs along or computes from it
+/// (nn ops), reading no parameter, collective or runtime value.
+bool computesFromInputs(ArrayRef<Operation *> ops, Block &body) {
+  bool readsInput = false;
+  for (Operation *op : ops) {
+    if (!isa<nn::NNDialect>(op->getDialect()))
+      return false;
+    for (Value v : op->getOperands())
+      readsInput |=
+          isa<BlockArgument>(v) && cast<BlockArgument>(v).getOwner() == &body;
+  }
+  return readsInput;
+}
+
+/// A scalar denominator of the loss computed from the step's inputs alone,
+/// `g(s)`: `s` a sum over the micro batch (`x.sum()`), `g` the ops after it
+/// that mean the global batch's value when applied to the global sum (a
+/// lower bound by clamp, an added constant).
+struct GlobalDenominator {
+  Value denominator;
+  Value sum;
+  SmallVector<Operation *> after;
+};
+
+/// The reciprocal's operand as a GlobalDenominator; nothing when it is not
+/// a scalar of the inputs; an error when it is one whose global batch's
+/// value is unknown.
+FailureOr<std::optional<GlobalDenominator>>
+matchDenominator(TrainStepOp step, nn::ReciprocalOp reciprocal) {
+  Value d = reciprocal.getInput();
+  auto type = cast<RankedTensorType>(d.getType());
+  if (type.getRank() != 0 ||
+      !computesFromInputs(getOpsComputing(step, {d}), step.getBodyBlock()))
+    return std::optional<GlobalDenominator>();
+  GlobalDenominator m{d, d, {}};
+  while (Operation *def = m.sum.getDefiningOp()) {
+    if (auto clamp = dyn_cast<nn::ClampOp>(def)) {
+      m.after.push_back(def);
+      m.sum = clamp.getInput();
+      continue;
+    }
+    if (auto add = dyn_cast<nn::AddOp>(def)) {
+      auto constant = [](Value v) { return v.getDefiningOp<nn::FillOp>(); };
+      if (constant(add.getRhs()) || constant(add.getLhs())) {
+        m.after.push_back(def);
+        m.sum = constant(add.getRhs()) ? add.getLhs() : add.getRhs();
+        continue;
+      }
+    }
+    break;
+  }
+  if (isBatchSum(m.sum) &&
+      cast<RankedTensorType>(m.sum.getType()).getRank() == 0 &&
+      cast<RankedTensorType>(m.sum.getType()).getElementType().isF32())
+    return std::optional<GlobalDenominator>(m);
+  Operation *def = m.sum.getDefiningOp();
+  return reciprocal.emitOpError(
+             "divides the loss by a scalar computed from the step's inputs "
+             "alone, whose value over the global batch (every rank and "
+             "micro step) is known only for a sum, `x.sum()`, optionally "
+             "clamped or plus a constant; got ")
+         << (def ? def->getName().getStringRef() : StringRef("an input"));
+}
+
+/// Checks that the loss is a sum of terms linear in the reciprocal's
+/// result, the only form for which a micro batch's part of the global
+/// ratio adds up to it.
+LogicalResult checkLinear(TrainStepOp step, nn::ReciprocalOp reciprocal) {
+  SmallVector<Operation *> forward = getOpsComputing(step, {step.getLoss()});
+  llvm::SmallPtrSet<Operation *, 32> inLoss(forward.begin(), forward.end());
+  SmallVector<Value> work{reciprocal.getResult()};
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (!inLoss.contains(user) || isa<ReturnOp>(user) ||
+          !seen.insert(user).second)
+        continue;
+      if (!isa<nn::MulOp, nn::AddOp, nn::ScaleOp, nn::ReshapeOp>(user))
+        return reciprocal.emitOpError(
+                   "divides the loss by a sum over the global batch, which "
+                   "is exact only for a loss that is a sum of terms "
+                   "proportional to the quotient (nn.mul, nn.add, nn.scale, "
+                   "nn.reshape); the quotient reaches ")
+               << user->getName().getStringRef();
+      llvm::append_range(work, user->getResults());
+    }
+  }
+  return success();
+}
+
+/// Makes every scalar denominator of the inputs that the loss divides by
+/// (`(x * mask).sum() / mask.sum().clamp(min=1)`) the global batch's: its
+/// sum over every micro batch and rank (zero.count_sum, zero.step_sum),
+/// times the micro batch's share 1 / (W * K) (zero.micro_share), so that
+/// each micro batch's loss is its part of the global ratio times W * K, as
+/// zero.label_share does for the mean over labels. `changed` is set when
+/// the step is rewritten.
+LogicalResult rewriteDenominators(TrainStepOp step, bool &changed) {
+  SmallVector<nn::ReciprocalOp> reciprocals(
+      step.getBodyBlock().getOps<nn::ReciprocalOp>());
+  if (reciprocals.empty() || !step.getScheduleAttr())
+    return success();
+  FailureOr<StepSchedule> schedule = StepSchedule::get(step);
+  if (failed(schedule))
+    return failure();
+  int64_t divisor = schedule->getWorldSize() * schedule->getAccumulationSteps();
+  // One batch of one rank: its own sum is the global batch's.
+  if (divisor == 1 || schedule->getPartitions().empty())
+    return success();
+  MLIRContext *ctx = step.getContext();
+  auto group = FlatSymbolRefAttr::get(
+      schedule->getPartitions().front().partition.getSymNameAttr());
+  int64_t index = 0;
+  llvm::SmallPtrSet<Value, 4> done;
+  for (nn::ReciprocalOp reciprocal : reciprocals) {
+    FailureOr<std::optional<GlobalDenominator>> match =
+        matchDenominator(step, reciprocal);
+    if (failed(match))
+      return failure();
+    if (!*match)
+      continue;
+    if (failed(checkLinear(step, reciprocal)))
+      return failure();
+    GlobalDenominator &m = **match;
+    if (!done.insert(m.denominator).second)
+      continue;
+    changed = true;
+    Location loc = reciprocal.getLoc();
+    OpBuilder b(ctx);
+    b.setInsertionPointAfterValue(m.denominator);
+    auto count =
+        CountSumOp::create(b, loc, RankedTensorType::get({1}, b.getF32Type()),
+                           m.sum, b.getI64IntegerAttr(index), group,
+                           PhaseAttr::get(ctx, Phase::first_micro_step));
+    Value global =
+        StepSumOp::create(b, loc, m.sum.getType(), b.getI64IntegerAttr(index));
+    ++index;
+    IRMapping map;
+    map.map(m.sum, global);
+    for (Operation *op : llvm::reverse(m.after))
+      global = b.clone(*op, map)->getResult(0);
+    Value share = MicroShareOp::create(b, loc, global.getType(),
+                                       b.getF64FloatAttr(divisor));
+    Value scaled = nn::MulOp::create(b, loc, global, share);
+    m.denominator.replaceUsesWithIf(
+        scaled, [&](OpOperand &use) { return use.getOwner() != count; });
+    // The micro batch's own clamp or constant is left to the count
+    // function's sum.
+    for (Operation *op : m.after)
+      if (op->use_empty())
+        op->erase();
+  }
+  return success();
+}
+
 /// `changed` is set when the step is rewritten.
 LogicalResult rewriteStep(TrainStepOp step, bool &changed) {
   SmallVector<Operation *> ignoring;
@@ -92,6 +257,8 @@ LogicalResult rewriteStep(TrainStepOp step, bool &changed) {
     if (loss.getIgnoreIndex())
       ignoring.push_back(loss);
   });
+  if (failed(rewriteDenominators(step, changed)))
+    return failure();
   if (ignoring.empty())
     return success();
   changed = true;

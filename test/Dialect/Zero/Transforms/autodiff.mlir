@@ -730,3 +730,23 @@ zero.train_step @reciprocal(%y: tensor<4x6xi64>)
   // CHECK: zero.grad @r, %[[DR]]
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// A sum over the batch (zero-import's x.sum()): the gradient broadcast back
+// over the rows it summed.
+zero.param @s : tensor<4x1xf32> init ones
+// CHECK-LABEL: zero.train_step @sum
+zero.train_step @sum(%m: tensor<4x1xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32> {
+  %s = zero.get_param @s : tensor<4x1xf32>
+  // CHECK: %[[X:.*]] = nn.mul
+  %x = nn.mul %s, %m : tensor<4x1xf32>, tensor<4x1xf32>
+  %loss = nn.reduce_sum %x : tensor<4x1xf32> -> tensor<f32>
+  // CHECK: %[[SEED:.*]] = nn.fill 1.000000e+00 {zero.loss_seed} : tensor<f32>
+  // CHECK-NEXT: %[[DX:.*]] = nn.reduce_sum_grad %[[X]], %[[SEED]] : tensor<4x1xf32>, tensor<f32>
+  // CHECK-NEXT: %[[DS:.*]] = nn.mul %[[DX]], %{{.*}} : tensor<4x1xf32>, tensor<4x1xf32>
+  // CHECK: zero.grad @s, %[[DS]]
+  zero.return %loss : tensor<f32>
+}

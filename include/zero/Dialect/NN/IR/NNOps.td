@@ -1045,20 +1045,44 @@ def NN_MoeExpertCountsOp : NN_Op<"moe_expert_counts", [
 // Backward ops (emitted by derivative rules)
 //===----------------------------------------------------------------------===//
 
-def NN_ReduceSumOp : NN_Op<"reduce_sum"> {
+def NN_ReduceSumOp : NN_Op<"reduce_sum", [
+    DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Sum over leading dimensions (the adjoint of broadcasting)";
   let description = [{
     Sums `input` over its leading dimensions so that the result has the
     result type's shape, which must be a suffix of the input's shape.
-    Accumulates in fp32.
+    Accumulates in fp32. Summed to a scalar it is a loss's sum over the
+    batch (zero-import's `x.sum()`), whose local batch a rank sums alone.
 
     ```mlir
     %db = nn.reduce_sum %dy : tensor<8x64x768xf32> -> tensor<768xf32>
+    %s = nn.reduce_sum %rows : tensor<8x1xf32> -> tensor<f32>
     ```
   }];
   let arguments = (ins NN_FloatTensor:$input);
   let results = (outs NN_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_ReduceSumGradOp : NN_Op<"reduce_sum_grad", [
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "Backward of `nn.reduce_sum`: the gradient broadcast back";
+  let description = [{
+    `result_grad` (the shape of the sum, a suffix of the input's) repeated
+    over the input's leading dimensions. `input`, the forward's input, gives
+    the shape only, so that the result follows the rows of a divided local
+    batch as the input does.
+
+    ```mlir
+    %dx = nn.reduce_sum_grad %rows, %ds : tensor<8x1xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$result_grad);
+  let results = (outs NN_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $result_grad attr-dict `:` type($input) `,` type($result_grad)
+  }];
   let hasVerifier = 1;
 }
 

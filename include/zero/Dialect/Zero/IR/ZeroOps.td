@@ -1799,6 +1799,85 @@ def Zero_CountLabelsOp : Zero_Op<"count_labels", [
 }
 
 //===----------------------------------------------------------------------===//
+// Sums over the global batch (a loss's denominator)
+//===----------------------------------------------------------------------===//
+
+def Zero_CountSumOp : Zero_Op<"count_sum", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
+        ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
+         "getMovedValue", "getToken", "getRankSetKind"]>,
+    Zero_StepPhaseOpInterface]> {
+  let summary = "A scalar of the inputs summed over the optimizer step's batches";
+  let description = [{
+    `S`, the sum of `value` (a scalar computed from the step's inputs
+    alone, such as a completion mask's sum) over every micro batch of the
+    optimizer step and every rank of the data-parallel world, as
+    `zero.count_labels` counts labels: the compiled program's count
+    function computes `value` from each micro batch's inputs before the
+    first micro step, and records it in double precision; in the first
+    micro step one all-reduce of one double (its rank set is `world`) sums
+    the ranks' sums, in the ranks' fixed order. The runtime keeps `S` for
+    `zero.step_sum` for the rest of the step; the result is `S` as an fp32.
+    `index` tells a step's sums apart (0, 1, ... in the order of the ops).
+    Its phase is `first_micro_step`.
+
+    ```mlir
+    %n = zero.count_sum %s index 0 group @flat : tensor<f32> -> tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins Zero_ScalarF32:$value, I64Attr:$index,
+                       FlatSymbolRefAttr:$group,
+                       DefaultValuedAttr<Zero_PhaseAttr, "::mlir::zero::Phase::first_micro_step">:$phase);
+  let results = (outs 1DTensorOf<[F32]>:$sum);
+  let assemblyFormat = [{
+    $value `index` $index `group` $group (`phase` $phase^)?
+    attr-dict `:` type($value) `->` type($sum)
+  }];
+  let hasVerifier = 1;
+}
+
+def Zero_StepSumOp : Zero_Op<"step_sum"> {
+  let summary = "The global batch's sum of a `zero.count_sum`";
+  let description = [{
+    The `S` of the step's `zero.count_sum` of the same `index` (its sum
+    over every micro batch and rank of the optimizer step) as an fp32
+    scalar, read in every micro step from the sums the runtime keeps, as
+    `zero.label_share` reads the label counts. The evaluation step, which
+    runs the forward alone on held-out batches, reads the batch's own
+    value instead: its loss is each batch's.
+
+    ```mlir
+    %S = zero.step_sum index 0 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$index);
+  let results = (outs Zero_ScalarF32:$result);
+  let assemblyFormat = "`index` $index attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Zero_MicroShareOp : Zero_Op<"micro_share"> {
+  let summary = "One micro batch's share of the optimizer step";
+  let description = [{
+    `1 / divisor`, where `divisor` is the world size times the accumulation
+    steps, by which the optimizer divides the summed gradients; 1 in the
+    evaluation step. `zero-token-mean` multiplies a loss's global
+    denominator by it, so that each micro batch's loss is its part of the
+    global batch's ratio times `divisor`, as `zero.label_share` does for a
+    mean over labels.
+
+    ```mlir
+    %w = zero.micro_share divisor 4.0 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins F64Attr:$divisor);
+  let results = (outs Zero_ScalarF32:$result);
+  let assemblyFormat = "`divisor` $divisor attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Transfers between memories
 //===----------------------------------------------------------------------===//
 

@@ -584,7 +584,7 @@ def ZeroGradSyncPass : Pass<"zero-grad-sync", "::mlir::ModuleOp"> {
 }
 
 def ZeroTokenMeanPass : Pass<"zero-token-mean", "::mlir::ModuleOp"> {
-  let summary = "A loss with ignore_index: the mean over the valid labels of the global batch";
+  let summary = "A loss over the global batch: the mean over its valid labels, or a division by a sum over it";
   let description = [{
     A train step whose loss is an `nn.softmax_cross_entropy` (or an
     `nn.linear_cross_entropy`, `zero-loss-chunk`) with
@@ -624,6 +624,27 @@ def ZeroTokenMeanPass : Pass<"zero-token-mean", "::mlir::ModuleOp"> {
     balancing loss: only the cross entropy is scaled), and differentiated
     (`zero-autodiff`); an `nn.softmax_cross_entropy` with `ignore_index`
     elsewhere in the step is an error. A step without one is unchanged.
+
+    A loss divided by a scalar of the inputs alone, a sum over the batch
+    (`nn.reduce_sum` to a scalar, zero-import's `x.sum()`), optionally
+    clamped or plus a constant, is divided by that sum over the global
+    batch, as TRL's and the Hugging Face Trainer's losses divide by the
+    global batch's `num_items_in_batch`: `(per_token * mask).sum() /
+    mask.sum().clamp(min=1)` is the ratio of the global batch's sums, not a
+    mean of the micro batches' ratios. `zero.count_sum` sums the micro
+    batch's `s` over every micro step and rank (the count function, as for
+    the labels, and one all-reduce of a double in the first micro step),
+    `zero.step_sum` reads the total `S` back, the clamp or constant is
+    applied to `S`, and the result is multiplied by `zero.micro_share`
+    (`1 / (W * K)`): each micro batch's loss becomes its numerator times
+    `W * K / g(S)`, in the forward and the backward alike. Each such
+    denominator gets its own sum (`index` 0, 1, ...). With `W * K = 1` the
+    step is unchanged. A loss that divides by another scalar of the inputs
+    (a mean, a scale of the sum), or reaches the quotient through an op
+    other than `nn.mul`, `nn.add`, `nn.scale` and `nn.reshape` (where the
+    micro batches' parts do not add up to the global ratio), is an error
+    naming the op. Divisions by values of the parameters are the model's
+    own and left alone.
   }];
 }
 
