@@ -178,12 +178,45 @@ inline LogicalResult divideBatch(TrainStepOp step, int64_t factor) {
     }
     return success();
   };
+  // A concat of divided values along another axis takes the local rows of
+  // its constant operands too: the zeros nn.split's derivative fills in for
+  // a part without a gradient (a slice of the sequence the loss never
+  // reads) have the global batch's rows.
+  auto localFills = [&](Operation *op) -> FailureOr<bool> {
+    auto concat = dyn_cast<nn::ConcatOp>(op);
+    if (!concat || concat.getAxis() == 0)
+      return false;
+    std::optional<std::pair<int64_t, int64_t>> rows;
+    for (Value v : concat.getInputs())
+      if (auto it = oldTypes.find(v);
+          it != oldTypes.end() && it->second.getRank() > 0)
+        rows = {it->second.getDimSize(0),
+                cast<RankedTensorType>(v.getType()).getDimSize(0)};
+    if (!rows)
+      return false;
+    for (OpOperand &use : concat->getOpOperands()) {
+      auto fill = use.get().getDefiningOp<nn::FillOp>();
+      auto t = dyn_cast<RankedTensorType>(use.get().getType());
+      if (!fill || !t || t.getRank() == 0 || t.getDimSize(0) != rows->first)
+        continue;
+      SmallVector<int64_t> shape(t.getShape());
+      shape[0] = rows->second;
+      OpBuilder b(concat);
+      Operation *local = b.clone(*fill);
+      local->getResult(0).setType(
+          RankedTensorType::get(shape, t.getElementType()));
+      use.set(local->getResult(0));
+      if (fill->use_empty())
+        fill->erase();
+    }
+    return false;
+  };
   // An exchange's results stay derived from the batch when a small
   // capacity keeps its received rows (ceil(C n) of 1 row): its return
   // brings back the local rows all the same.
   return divideDerivedShapes(
       body.begin(), body.end(), oldTypes,
-      {"for the local batch", rule, nullptr,
+      {"for the local batch", rule, localFills,
        [](Operation *op) { return isa<MoeExchangeOp>(op); }});
 }
 
