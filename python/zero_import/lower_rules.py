@@ -403,12 +403,10 @@ def _sum(low, c):
     dtype = unwrap(c.kw.get("dtype"))
     if isinstance(dim, (tuple, list)) and len(dim) == 1:
         dim = dim[0]
-    if dim is None and len(x.shape) == 1:
-        dim = 0
     if dim is None and len(x.shape) >= 1 and dtype in (None, torch.float32):
         # Every element: each row's sum (x @ ones), then the rows' by
         # nn.reduce_sum, so that dimension 0, the batch a rank divides,
-        # stays outermost.
+        # stays outermost (a vector's, per-sequence losses' x.sum(), too).
         rows = x
         if len(x.shape) >= 2:
             n = math.prod(x.shape[1:])
