@@ -82,8 +82,9 @@ def grpo_loss(logps, mask, advantages, old_logps, ref_logps, beta,
                 mask.sum(-1).clamp(min=1.0)).mean()
     if loss_type in ("bnpo", "dapo"):
         # The batch's tokens' mean. TRL's bnpo divides by each process's
-        # count and its dapo by the global batch's (num_items_in_batch):
-        # the step's batch is the global one, so on one rank these agree.
+        # count, its dapo by the global batch's (num_items_in_batch); the
+        # compiled step divides by the global batch's on any number of
+        # ranks (zero-token-mean), as dapo does.
         return (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
     raise ValueError("unknown loss type %r" % loss_type)
 
