@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A GRPO loop in the form of TRL's GRPOTrainer, on a compiled step.
 
-    zero-import examples/grpo/policy.py:make_bnpo -o policy.mlir
+    zero-import examples/grpo/policy.py:make -o policy.mlir
     zero-compile policy.mlir --stage 3 --world-size 2 --emit shared -o step.so
     mpirun -np 2 python examples/grpo/grpo.py --library step.so \\
         --init policy.safetensors --prompts examples/grpo/prompts.txt \\
@@ -22,8 +22,8 @@ Each iteration (one generation batch):
   5. rank 0 broadcasts the batch to every rank (engine.broadcast) and each
      takes num_iterations optimizer steps on it (engine.step).
 The step's inputs say which log-probabilities it takes (policy.py).
-(make, the loss type grpo, matches PyTorch on one rank only: on more the
-compiled mean over the sequences is not yet the global batch's.)
+(make_grpo, the loss type grpo, matches PyTorch on one rank only: on more
+the compiled mean over the sequences is not yet the global batch's.)
 --rollouts writes what the loop generated, its losses and the final
 weights, for reference.py to repeat the loop in plain PyTorch.
 """

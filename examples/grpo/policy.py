@@ -14,7 +14,7 @@ log-probabilities [B, C] (with num_iterations > 1: computed once per
 generation batch, before its first step) and the reference model's [B, C]
 (with beta > 0). The make_* functions are the variants: beta 0 or > 0,
 num_iterations 1 or more (the step's inputs tell the loop which), loss
-types grpo and bnpo.
+types dapo and grpo.
 """
 
 import torch
@@ -80,11 +80,11 @@ def grpo_loss(logps, mask, advantages, old_logps, ref_logps, beta,
         # Each sequence's mean over its tokens, then the mean over them.
         return ((per_token_loss * mask).sum(-1) /
                 mask.sum(-1).clamp(min=1.0)).mean()
-    if loss_type in ("bnpo", "dapo"):
-        # The batch's tokens' mean. TRL's bnpo divides by each process's
-        # count, its dapo by the global batch's (num_items_in_batch); the
-        # compiled step divides by the global batch's on any number of
-        # ranks (zero-token-mean), as dapo does.
+    if loss_type == "dapo":
+        # The batch's tokens' mean. TRL divides by num_items_in_batch, the
+        # global batch's count; the compiled step makes the mask's sum the
+        # global batch's on any number of ranks (zero-token-mean). On one
+        # rank this is TRL's bnpo too, which divides by each process's.
         return (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
     raise ValueError("unknown loss type %r" % loss_type)
 
@@ -94,7 +94,7 @@ class Policy(Qwen3ForCausalLM):
     attributes say which (the subclasses below fix the forward's
     inputs)."""
     grpo_beta = BETA
-    grpo_loss_type = "grpo"
+    grpo_loss_type = "dapo"
 
     def loss(self, input_ids, completion_ids, completion_mask, advantages,
              old=None, ref=None):
@@ -174,13 +174,13 @@ def _make(cls, loss_type=None):
 
 
 def make():
-    """beta > 0 (BETA), num_iterations > 1, loss type grpo."""
+    """beta > 0 (BETA), num_iterations > 1, loss type dapo."""
     return _make(PolicyOldRef)
 
 
-def make_bnpo():
-    """As make, loss type bnpo."""
-    return _make(PolicyOldRef, "bnpo")
+def make_grpo():
+    """As make, loss type grpo."""
+    return _make(PolicyOldRef, "grpo")
 
 
 def make_beta0():
