@@ -22,8 +22,6 @@ Each iteration (one generation batch):
   5. rank 0 broadcasts the batch to every rank (engine.broadcast) and each
      takes num_iterations optimizer steps on it (engine.step).
 The step's inputs say which log-probabilities it takes (policy.py).
-(make_grpo, the loss type grpo, matches PyTorch on one rank only: on more
-the compiled mean over the sequences is not yet the global batch's.)
 --rollouts writes what the loop generated, its losses and the final
 weights, for reference.py to repeat the loop in plain PyTorch.
 """

@@ -158,31 +158,46 @@ matchDenominator(TrainStepOp step, nn::ReciprocalOp reciprocal) {
          << (def ? def->getName().getStringRef() : StringRef("an input"));
 }
 
-/// Checks that the loss is a sum of terms linear in the reciprocal's
-/// result, the only form for which a micro batch's part of the global
-/// ratio adds up to it.
-LogicalResult checkLinear(TrainStepOp step, nn::ReciprocalOp reciprocal) {
+/// The ops through which `from` reaches the step's loss, each an
+/// nn.mul, nn.add, nn.scale or nn.reshape (the loss is a sum of terms
+/// proportional to it); else the first other op.
+FailureOr<SmallVector<Operation *>> linearPath(TrainStepOp step, Value from,
+                                               Operation *&other) {
   SmallVector<Operation *> forward = getOpsComputing(step, {step.getLoss()});
   llvm::SmallPtrSet<Operation *, 32> inLoss(forward.begin(), forward.end());
-  SmallVector<Value> work{reciprocal.getResult()};
+  SmallVector<Value> work{from};
   llvm::SmallPtrSet<Operation *, 8> seen;
+  SmallVector<Operation *> path;
   while (!work.empty()) {
     Value v = work.pop_back_val();
     for (Operation *user : v.getUsers()) {
       if (!inLoss.contains(user) || isa<ReturnOp>(user) ||
           !seen.insert(user).second)
         continue;
-      if (!isa<nn::MulOp, nn::AddOp, nn::ScaleOp, nn::ReshapeOp>(user))
-        return reciprocal.emitOpError(
-                   "divides the loss by a sum over the global batch, which "
-                   "is exact only for a loss that is a sum of terms "
-                   "proportional to the quotient (nn.mul, nn.add, nn.scale, "
-                   "nn.reshape); the quotient reaches ")
-               << user->getName().getStringRef();
+      if (!isa<nn::MulOp, nn::AddOp, nn::ScaleOp, nn::ReshapeOp>(user)) {
+        other = user;
+        return failure();
+      }
+      path.push_back(user);
       llvm::append_range(work, user->getResults());
     }
   }
-  return success();
+  return path;
+}
+
+/// Checks that the loss is a sum of terms linear in the reciprocal's
+/// result, the only form for which a micro batch's part of the global
+/// ratio adds up to it.
+LogicalResult checkLinear(TrainStepOp step, nn::ReciprocalOp reciprocal) {
+  Operation *other = nullptr;
+  if (succeeded(linearPath(step, reciprocal.getResult(), other)))
+    return success();
+  return reciprocal.emitOpError(
+             "divides the loss by a sum over the global batch, which is "
+             "exact only for a loss that is a sum of terms proportional to "
+             "the quotient (nn.mul, nn.add, nn.scale, nn.reshape); the "
+             "quotient reaches ")
+         << other->getName().getStringRef();
 }
 
 /// Makes every scalar denominator of the inputs that the loss divides by
@@ -192,21 +207,13 @@ LogicalResult checkLinear(TrainStepOp step, nn::ReciprocalOp reciprocal) {
 /// each micro batch's loss is its part of the global ratio times W * K, as
 /// zero.label_share does for the mean over labels. `changed` is set when
 /// the step is rewritten.
-LogicalResult rewriteDenominators(TrainStepOp step, bool &changed) {
+LogicalResult rewriteDenominators(TrainStepOp step, int64_t divisor,
+                                  FlatSymbolRefAttr group,
+                                  SmallVectorImpl<Value> &quotients,
+                                  bool &changed) {
   SmallVector<nn::ReciprocalOp> reciprocals(
       step.getBodyBlock().getOps<nn::ReciprocalOp>());
-  if (reciprocals.empty() || !step.getScheduleAttr())
-    return success();
-  FailureOr<StepSchedule> schedule = StepSchedule::get(step);
-  if (failed(schedule))
-    return failure();
-  int64_t divisor = schedule->getWorldSize() * schedule->getAccumulationSteps();
-  // One batch of one rank: its own sum is the global batch's.
-  if (divisor == 1 || schedule->getPartitions().empty())
-    return success();
   MLIRContext *ctx = step.getContext();
-  auto group = FlatSymbolRefAttr::get(
-      schedule->getPartitions().front().partition.getSymNameAttr());
   int64_t index = 0;
   llvm::SmallPtrSet<Value, 4> done;
   for (nn::ReciprocalOp reciprocal : reciprocals) {
@@ -219,6 +226,7 @@ LogicalResult rewriteDenominators(TrainStepOp step, bool &changed) {
     if (failed(checkLinear(step, reciprocal)))
       return failure();
     GlobalDenominator &m = **match;
+    quotients.push_back(reciprocal.getResult());
     if (!done.insert(m.denominator).second)
       continue;
     changed = true;
@@ -250,6 +258,90 @@ LogicalResult rewriteDenominators(TrainStepOp step, bool &changed) {
   return success();
 }
 
+/// Whether `from` reaches the loss through a product with one of
+/// `quotients`.
+bool isDivided(TrainStepOp step, Value from, ArrayRef<Value> quotients) {
+  Operation *other = nullptr;
+  FailureOr<SmallVector<Operation *>> path = linearPath(step, from, other);
+  return succeeded(path) && llvm::any_of(*path, [&](Operation *op) {
+           return isa<nn::MulOp>(op) &&
+                  llvm::any_of(op->getOperands(), [&](Value v) {
+                    return llvm::is_contained(quotients, v);
+                  });
+         });
+}
+
+/// Multiplies by W * K each sum over the batch that the loss adds
+/// (`x.sum()`, and `x.mean()`'s sum scaled by 1 / numel of the global
+/// batch) and the gradient its backward broadcasts: a micro batch sums its
+/// own rows, the global batch's sum is that of every micro batch, and the
+/// driver and the optimizer take the mean of the W * K micro batches'
+/// losses and gradients. A sum divided by a global denominator (`quotients`)
+/// has its W * K in the denominator's share.
+LogicalResult rewriteBatchSums(TrainStepOp step, int64_t divisor,
+                               ArrayRef<Value> quotients, bool &changed) {
+  Block &body = step.getBodyBlock();
+  for (Operation *op : getOpsComputing(step, {step.getLoss()})) {
+    auto sum = dyn_cast<nn::ReduceSumOp>(op);
+    if (!sum || !isBatchSum(sum.getResult()))
+      continue;
+    // A sum of the parameters alone is every micro batch's.
+    SmallVector<Operation *> computing =
+        getOpsComputing(step, {sum.getInput()});
+    bool readsInput = isa<BlockArgument>(sum.getInput()) ||
+                      llvm::any_of(computing, [&](Operation *def) {
+                        return llvm::any_of(def->getOperands(), [&](Value v) {
+                          auto arg = dyn_cast<BlockArgument>(v);
+                          return arg && arg.getOwner() == &body;
+                        });
+                      });
+    if (!readsInput || isDivided(step, sum.getResult(), quotients))
+      continue;
+    Operation *other = nullptr;
+    if (failed(linearPath(step, sum.getResult(), other)))
+      return sum.emitOpError(
+                 "sums over the batch, whose global value is the sum of the "
+                 "micro batches' only for a loss that is a sum of terms "
+                 "proportional to it (nn.mul, nn.add, nn.scale, "
+                 "nn.reshape); the sum reaches ")
+             << other->getName().getStringRef();
+    changed = true;
+    OpBuilder b(step.getContext());
+    b.setInsertionPointAfter(sum);
+    auto factor = b.getF64FloatAttr(static_cast<double>(divisor));
+    auto scaled = nn::ScaleOp::create(b, sum.getLoc(), sum.getResult(), factor);
+    sum.getResult().replaceAllUsesExcept(scaled, scaled);
+    // Its backward: the gradient broadcast back to the summed rows.
+    for (Operation *user : sum.getInput().getUsers())
+      if (auto grad = dyn_cast<nn::ReduceSumGradOp>(user)) {
+        b.setInsertionPoint(grad);
+        grad.getResultGradMutable().assign(nn::ScaleOp::create(
+            b, grad.getLoc(), grad.getResultGrad(), factor));
+      }
+  }
+  return success();
+}
+
+/// The global batch's denominators and sums of a step on W ranks with K
+/// micro steps.
+LogicalResult rewriteGlobalSums(TrainStepOp step, bool &changed) {
+  if (!step.getScheduleAttr())
+    return success();
+  FailureOr<StepSchedule> schedule = StepSchedule::get(step);
+  if (failed(schedule))
+    return failure();
+  int64_t divisor = schedule->getWorldSize() * schedule->getAccumulationSteps();
+  // One batch of one rank: its own sums are the global batch's.
+  if (divisor == 1 || schedule->getPartitions().empty())
+    return success();
+  auto group = FlatSymbolRefAttr::get(
+      schedule->getPartitions().front().partition.getSymNameAttr());
+  SmallVector<Value> quotients;
+  if (failed(rewriteDenominators(step, divisor, group, quotients, changed)))
+    return failure();
+  return rewriteBatchSums(step, divisor, quotients, changed);
+}
+
 /// `changed` is set when the step is rewritten.
 LogicalResult rewriteStep(TrainStepOp step, bool &changed) {
   SmallVector<Operation *> ignoring;
@@ -257,7 +349,7 @@ LogicalResult rewriteStep(TrainStepOp step, bool &changed) {
     if (loss.getIgnoreIndex())
       ignoring.push_back(loss);
   });
-  if (failed(rewriteDenominators(step, changed)))
+  if (failed(rewriteGlobalSums(step, changed)))
     return failure();
   if (ignoring.empty())
     return success();

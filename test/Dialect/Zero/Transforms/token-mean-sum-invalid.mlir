@@ -46,3 +46,23 @@ zero.train_step @square(%x: tensor<2x4xf32>, %mask: tensor<2x3xf32>)
   %loss = nn.exp %ratio : tensor<f32>
   zero.return %loss : tensor<f32>
 }
+
+// -----
+
+// A loss that is not linear in a sum over the batch (its exponential): the
+// global batch's is not the micro batches' sum.
+zero.param @w : tensor<4x3xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [0]
+zero.train_step @exp(%x: tensor<2x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 4> {
+  %w = zero.get_param @w : tensor<4x3xf32>
+  %z = nn.matmul %x, %w : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
+  %ones = nn.fill 1.0 : tensor<1x3xf32>
+  %rows = nn.matmul %z, %ones transpose_rhs : tensor<2x3xf32>, tensor<1x3xf32> -> tensor<2x1xf32>
+  // expected-error @+1 {{'nn.reduce_sum' op sums over the batch, whose global value is the sum of the micro batches' only for a loss that is a sum of terms proportional to it (nn.mul, nn.add, nn.scale, nn.reshape); the sum reaches nn.exp}}
+  %sum = nn.reduce_sum %rows : tensor<2x1xf32> -> tensor<f32>
+  %loss = nn.exp %sum : tensor<f32>
+  zero.return %loss : tensor<f32>
+}

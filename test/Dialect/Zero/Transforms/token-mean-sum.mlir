@@ -75,13 +75,15 @@ zero.train_step @alone(%x: tensor<2x4xf32>, %mask: tensor<2x3xf32>)
 
 // -----
 
-// A division by something of the parameters (a norm), or by a constant,
-// is the model's own and left alone; two terms over the same mask's sums
-// each get their global sum, numbered in order, and an eps added to the
-// sum is added to the global sum.
+// A division by something of the parameters (a norm of their sum) is the
+// model's own and left alone, as is that sum (every micro batch's); two
+// terms over the same mask's sums each get their global sum, numbered in
+// order, and an eps added to the sum is added to the global sum. The
+// numerators, divided by global sums, are left as they are.
 zero.param @w : tensor<4x3xf32> init zeros
 zero.partition @flat stage 0 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [0]
 // CHECK-LABEL: zero.train_step @terms
+// CHECK-NOT: nn.scale %{{.*}} by 2.0
 // CHECK: nn.reciprocal %{{.*}} : tensor<f32>
 // CHECK: zero.count_sum %{{.*}} index 0 group @flat
 // CHECK-NEXT: %[[G0:.*]] = zero.step_sum index 0 : tensor<f32>
@@ -101,7 +103,8 @@ zero.train_step @terms(%x: tensor<2x4xf32>, %mask: tensor<2x3xf32>)
   %ones = nn.fill 1.0 : tensor<1x3xf32>
   %zs = nn.matmul %z, %ones transpose_rhs : tensor<2x3xf32>, tensor<1x3xf32> -> tensor<2x1xf32>
   %num = nn.reduce_sum %zs : tensor<2x1xf32> -> tensor<f32>
-  %norm = nn.exp %num : tensor<f32>
+  %wsum = nn.reduce_sum %w : tensor<4x3xf32> -> tensor<f32>
+  %norm = nn.exp %wsum : tensor<f32>
   %ninv = nn.reciprocal %norm : tensor<f32>
   %a = nn.mul %num, %ninv : tensor<f32>, tensor<f32>
   %m1 = nn.matmul %mask, %ones transpose_rhs : tensor<2x3xf32>, tensor<1x3xf32> -> tensor<2x1xf32>
@@ -116,5 +119,40 @@ zero.train_step @terms(%x: tensor<2x4xf32>, %mask: tensor<2x3xf32>)
   %t2 = nn.mul %num, %i2 : tensor<f32>, tensor<f32>
   %t2s = nn.scale %t2 by 0.5 : tensor<f32>
   %loss = nn.add %t1, %t2s : tensor<f32>, tensor<f32>
+  zero.return %loss : tensor<f32>
+}
+
+// -----
+
+// A mean over the batch (zero-import's x.mean(): the sum scaled by 1 /
+// numel of the global batch) on 2 ranks x 2 micro steps: the sum and the
+// gradient its backward broadcasts are multiplied by 4, so each micro
+// batch's loss is its own mean, whose mean over the 4 is the global one.
+zero.param @w : tensor<4x3xf32> init zeros
+zero.partition @flat stage 0 world_size 2 alignment 2 numel 12 padded 12 params [@w] offsets [0]
+// CHECK-LABEL: zero.train_step @mean
+zero.train_step @mean(%x: tensor<2x4xf32>)
+    optimizer #zero.optimizer<kind = adam, lr = 1.0e-3>
+    precision #zero.precision<kind = fp32>
+    schedule #zero.schedule<stage = 0, world_size = 2, global_batch = 8, accumulation_steps = 2> {
+  %w = zero.get_param @w : tensor<4x3xf32>
+  %z = nn.matmul %x, %w : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
+  %ones = nn.fill 1.0 : tensor<1x3xf32>
+  %rows = nn.matmul %z, %ones transpose_rhs : tensor<2x3xf32>, tensor<1x3xf32> -> tensor<2x1xf32>
+  // CHECK: %[[SUM:.*]] = nn.reduce_sum %[[ROWS:.*]] : tensor<2x1xf32> -> tensor<f32>
+  // CHECK-NEXT: %[[ALL:.*]] = nn.scale %[[SUM]] by 4.000000e+00 : tensor<f32>
+  // CHECK-NEXT: %[[LOSS:.*]] = nn.scale %[[ALL]] by 0.0416
+  %sum = nn.reduce_sum %rows : tensor<2x1xf32> -> tensor<f32>
+  %loss = nn.scale %sum by 0.041666666666666664 : tensor<f32>
+  %seed = nn.fill 1.0 {zero.loss_seed} : tensor<f32>
+  %dsum = nn.scale %seed by 0.041666666666666664 : tensor<f32>
+  // CHECK: %[[DSUM:.*]] = nn.scale %{{.*}} by 0.0416
+  // CHECK-NEXT: %[[DALL:.*]] = nn.scale %[[DSUM]] by 4.000000e+00 : tensor<f32>
+  // CHECK-NEXT: nn.reduce_sum_grad %[[ROWS]], %[[DALL]] : tensor<2x1xf32>, tensor<f32>
+  %drows = nn.reduce_sum_grad %rows, %dsum : tensor<2x1xf32>, tensor<f32>
+  %dz = nn.matmul %drows, %ones : tensor<2x1xf32>, tensor<1x3xf32> -> tensor<2x3xf32>
+  %dw = nn.matmul %x, %dz transpose_lhs : tensor<2x4xf32>, tensor<2x3xf32> -> tensor<4x3xf32>
+  zero.grad @w, %dw : tensor<4x3xf32>
+  // CHECK: zero.return %[[LOSS]] : tensor<f32>
   zero.return %loss : tensor<f32>
 }

@@ -645,6 +645,17 @@ def ZeroTokenMeanPass : Pass<"zero-token-mean", "::mlir::ModuleOp"> {
     micro batches' parts do not add up to the global ratio), is an error
     naming the op. Divisions by values of the parameters are the model's
     own and left alone.
+
+    Any other sum over the batch that the loss adds (`nn.reduce_sum` to a
+    scalar of a tensor computed from the inputs: `x.sum()`, and `x.mean()`,
+    that sum times 1 / the global batch's numel, as TRL's per-sequence
+    `grpo` loss takes it) is multiplied by `W * K`, and so is the gradient
+    its `nn.reduce_sum_grad` broadcasts back: a micro batch sums its own
+    rows, the global batch's sum is the sum of every micro batch's, and the
+    driver and the optimizer take the mean of the `W * K` micro batches'
+    losses and gradients. A loss that is not linear in such a sum is an
+    error naming the op; a sum of the parameters alone is every micro
+    batch's and left alone.
   }];
 }
 
