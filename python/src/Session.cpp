@@ -177,6 +177,9 @@ const char *numpyDtype(nb::dlpack::dtype t) {
 }
 
 using HostArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
+/// An input the session only reads: read-only arrays (np.frombuffer, a
+/// memory-mapped np.load) are taken as they are.
+using InputArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
 /// One rank's session of a step library.
 class Session {
@@ -247,7 +250,7 @@ public:
                   bool local, bool evaluate) {
     zrt_session *s = live();
     // Held until the call returns: the arrays' memory and their shapes.
-    std::vector<HostArray> arrays(named.size());
+    std::vector<InputArray> arrays(named.size());
     std::vector<std::vector<int64_t>> shapes(named.size());
     std::vector<zrt_array> args(named.size());
     for (size_t i = 0; i < named.size(); ++i) {

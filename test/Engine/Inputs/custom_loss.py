@@ -18,11 +18,14 @@ the ranks' own ratios would not be the global batch's ratio.
 
 import math
 import os
-import re
 import sys
 
 import torch
 import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "Import", "Inputs"))
+from torch_train import model_settings, optimizer  # noqa: E402
 
 VOCAB, DIM, B, T = 24, 16, 4, 8
 EPS = 0.2
@@ -62,19 +65,9 @@ def make():
     return Policy(), batch(0)
 
 
-def hyper(text):
-    attr = re.search(r"#zero\.optimizer<([^>]*)>", text).group(1)
-    return dict(kv.split(" = ") for kv in attr.split(", "))
-
-
 def torch_run(values, steps):
     module, _ = make()
-    opt = torch.optim.AdamW(module.parameters(), lr=float(values["lr"]),
-                            betas=(float(values["beta1"]),
-                                   float(values["beta2"])),
-                            eps=float(values["eps"]),
-                            weight_decay=float(values["weight_decay"]),
-                            foreach=False)
+    opt = optimizer(module.parameters(), values)
     records = []
     for s in range(1, steps + 1):
         opt.zero_grad(set_to_none=True)
@@ -104,7 +97,7 @@ def main():
                 got.append((r["loss"], r["grad_norm"]))
             weights = dict(engine.named_parameters())
             rank = engine.rank
-        want, params = torch_run(hyper(open(model).read()), steps)
+        want, params = torch_run(model_settings(open(model).read())[0], steps)
         ids, mask, adv = batch(1)
         counts = [int(mask[r * B // 2:(r + 1) * B // 2].sum())
                   for r in range(2)]

@@ -22,19 +22,13 @@ import zero_mlir
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import grpo  # noqa: E402
-from torch_train import model_settings  # noqa: E402
+from torch_train import model_settings, optimizer  # noqa: E402
 
 
 def torch_losses(make, text, steps):
     module, _ = make()
     module.train()
-    values, _ = model_settings(text)
-    opt = torch.optim.AdamW(module.parameters(), lr=float(values["lr"]),
-                            betas=(float(values["beta1"]),
-                                   float(values["beta2"])),
-                            eps=float(values["eps"]),
-                            weight_decay=float(values["weight_decay"]),
-                            foreach=False)
+    opt = optimizer(module.parameters(), model_settings(text)[0])
     losses = []
     for s in range(1, steps + 1):
         opt.zero_grad(set_to_none=True)

@@ -84,6 +84,17 @@ def model_settings(text):
     return values, float(clip.group(1)) if clip else 0.0
 
 
+def optimizer(params, values):
+    """torch.optim.AdamW (or Adam) with the imported step's settings
+    (model_settings' values), one tensor at a time as the step updates."""
+    cls = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[
+        values.get("kind", "adamw")]
+    return cls(params, lr=float(values["lr"]),
+               betas=(float(values["beta1"]), float(values["beta2"])),
+               eps=float(values["eps"]),
+               weight_decay=float(values["weight_decay"]), foreach=False)
+
+
 def token_batches(path, B, T, dtype, steps):
     for x, y in llama_reference.batches(path, B, T, steps):
         yield x.to(dtype), y.to(dtype)
@@ -343,13 +354,8 @@ def reference(args, text, steps):
     if mixed:
         mixed.compute.train()
     values, clip = model_settings(text)
-    opt_cls = {"adamw": torch.optim.AdamW,
-               "adam": torch.optim.Adam}[values["kind"]]
     trainable = [p for p in module.parameters() if p.requires_grad]
-    opt = opt_cls(trainable, lr=float(values["lr"]),
-                  betas=(float(values["beta1"]), float(values["beta2"])),
-                  eps=float(values["eps"]),
-                  weight_decay=float(values["weight_decay"]), foreach=False)
+    opt = optimizer(trainable, values)
     B = example[0].shape[0]
     if args.micro < 1 or (args.micro > 1 and not args.hf) or \
             B % args.micro:

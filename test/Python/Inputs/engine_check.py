@@ -58,6 +58,10 @@ with zero_mlir.Engine(fake, init_from="model.safetensors", seed=7,
                                       labels=[[1.5] * 8] * 2))
     bits = np.zeros((4, 8), dtype=np.uint16) + 2
     print("bits", engine.step(input_ids=ids, labels=bits)["arrays"][1])
+    # Read-only memory (a memory-mapped np.load) is read as it is.
+    frozen = np.frombuffer(ids.tobytes(), dtype=np.int64).reshape(4, 8)
+    print("read-only", frozen.flags.writeable, engine.evaluate(
+        input_ids=frozen, labels=frozen)["arrays"][0])
     attempt("count", lambda: engine.step(input_ids=ids))
     attempt("object", lambda: engine.step(input_ids=ids, labels=object()))
     attempt("complex", lambda: engine.step(input_ids=ids,
