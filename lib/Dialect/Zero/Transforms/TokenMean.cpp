@@ -94,12 +94,13 @@ bool isBatchSum(Value v) {
   return sum && cast<RankedTensorType>(sum.getType()).getRank() == 0;
 }
 
-/// Whether `op` only passes a value of the inputs along or computes from it
-/// (nn ops), reading no parameter, collective or runtime value.
+/// Whether `ops` compute a value from the step's inputs alone: compute
+/// ops, none of the zero dialect's (a parameter, a collective, a value the
+/// runtime keeps), and at least one reads an input.
 bool computesFromInputs(ArrayRef<Operation *> ops, Block &body) {
   bool readsInput = false;
   for (Operation *op : ops) {
-    if (!isa<nn::NNDialect>(op->getDialect()))
+    if (isa<ZeroDialect>(op->getDialect()))
       return false;
     for (Value v : op->getOperands())
       readsInput |=
@@ -158,9 +159,9 @@ matchDenominator(TrainStepOp step, nn::ReciprocalOp reciprocal) {
          << (def ? def->getName().getStringRef() : StringRef("an input"));
 }
 
-/// The ops through which `from` reaches the step's loss, each an
-/// nn.mul, nn.add, nn.scale or nn.reshape (the loss is a sum of terms
-/// proportional to it); else the first other op.
+/// The ops through which `from` reaches the step's loss, each linear in
+/// its operands (nn.mul, nn.add, nn.scale, nn.reshape: the loss is a sum of
+/// terms proportional to it); else the first other op.
 FailureOr<SmallVector<Operation *>> linearPath(TrainStepOp step, Value from,
                                                Operation *&other) {
   SmallVector<Operation *> forward = getOpsComputing(step, {step.getLoss()});
@@ -174,7 +175,7 @@ FailureOr<SmallVector<Operation *>> linearPath(TrainStepOp step, Value from,
       if (!inLoss.contains(user) || isa<ReturnOp>(user) ||
           !seen.insert(user).second)
         continue;
-      if (!isa<nn::MulOp, nn::AddOp, nn::ScaleOp, nn::ReshapeOp>(user)) {
+      if (!user->hasTrait<nn::OpTrait::LinearInOperands>()) {
         other = user;
         return failure();
       }
@@ -264,8 +265,8 @@ bool isDivided(TrainStepOp step, Value from, ArrayRef<Value> quotients) {
   Operation *other = nullptr;
   FailureOr<SmallVector<Operation *>> path = linearPath(step, from, other);
   return succeeded(path) && llvm::any_of(*path, [&](Operation *op) {
-           return isa<nn::MulOp>(op) &&
-                  llvm::any_of(op->getOperands(), [&](Value v) {
+           auto product = dyn_cast<nn::MulOp>(op);
+           return product && llvm::any_of(op->getOperands(), [&](Value v) {
                     return llvm::is_contained(quotients, v);
                   });
          });

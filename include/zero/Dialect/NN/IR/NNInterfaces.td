@@ -49,6 +49,12 @@ def NN_LossKernel : NN_Trait<"LossKernel">;
 // operand's.
 def NN_KeepsLeadingRows : NN_Trait<"KeepsLeadingRows">;
 
+// A result linear in each operand taken alone (a sum, a product, a scaling,
+// a reshape): a loss reached from a value through such ops only is a sum of
+// terms proportional to it, which is what lets zero-token-mean split a sum
+// over the global batch into the micro batches' parts.
+def NN_LinearInOperands : NN_Trait<"LinearInOperands">;
+
 //===----------------------------------------------------------------------===//
 // Interfaces
 //===----------------------------------------------------------------------===//

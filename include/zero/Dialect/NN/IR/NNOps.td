@@ -103,7 +103,7 @@ def NN_MatmulOp : NN_Op<"matmul", [NN_MatrixProduct,
 }
 
 class NN_BroadcastBinaryOp<string mnemonic, string what> : NN_Op<mnemonic, [
-    DeclareOpInterfaceMethods<NN_LeadingDimOpInterface>,
+    DeclareOpInterfaceMethods<NN_LeadingDimOpInterface>, NN_LinearInOperands,
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Elementwise " # what # " with trailing broadcast";
@@ -127,7 +127,7 @@ class NN_BroadcastBinaryOp<string mnemonic, string what> : NN_Op<mnemonic, [
 def NN_AddOp : NN_BroadcastBinaryOp<"add", "addition">;
 def NN_MulOp : NN_BroadcastBinaryOp<"mul", "multiplication">;
 
-def NN_ScaleOp : NN_Op<"scale", [SameOperandsAndResultType,
+def NN_ScaleOp : NN_Op<"scale", [SameOperandsAndResultType, NN_LinearInOperands,
     DeclareOpInterfaceMethods<DerivativeOpInterface>]> {
   let summary = "Multiplication by a compile-time constant";
   let description = [{
@@ -566,6 +566,7 @@ def NN_EmbeddingOp : NN_Op<"embedding", [NN_EmbeddingOpInterface,
 }
 
 def NN_ReshapeOp : NN_Op<"reshape", [NN_TensorView, NN_KeepsLeadingRows,
+    NN_LinearInOperands,
     DeclareOpInterfaceMethods<NN_LeadingDimOpInterface>,
     DeclareOpInterfaceMethods<DerivativeOpInterface>,
     DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {

@@ -39,6 +39,10 @@ template <typename ConcreteType>
 class KeepsLeadingRows
     : public ::mlir::OpTrait::TraitBase<ConcreteType, KeepsLeadingRows> {};
 
+template <typename ConcreteType>
+class LinearInOperands
+    : public ::mlir::OpTrait::TraitBase<ConcreteType, LinearInOperands> {};
+
 } // namespace mlir::nn::OpTrait
 
 #endif // ZERO_DIALECT_NN_IR_NNTRAITS_H
