@@ -94,19 +94,26 @@ bool isBatchSum(Value v) {
   return sum && cast<RankedTensorType>(sum.getType()).getRank() == 0;
 }
 
+/// Whether one of `ops` reads an input of the step (block `body`'s
+/// arguments): what they compute depends on the batch.
+bool readsStepInput(ArrayRef<Operation *> ops, Block &body) {
+  return llvm::any_of(ops, [&](Operation *op) {
+    return llvm::any_of(op->getOperands(), [&](Value v) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg && arg.getOwner() == &body;
+    });
+  });
+}
+
 /// Whether `ops` compute a value from the step's inputs alone: compute
 /// ops, none of the zero dialect's (a parameter, a collective, a value the
 /// runtime keeps), and at least one reads an input.
 bool computesFromInputs(ArrayRef<Operation *> ops, Block &body) {
-  bool readsInput = false;
-  for (Operation *op : ops) {
-    if (isa<ZeroDialect>(op->getDialect()))
-      return false;
-    for (Value v : op->getOperands())
-      readsInput |=
-          isa<BlockArgument>(v) && cast<BlockArgument>(v).getOwner() == &body;
-  }
-  return readsInput;
+  return llvm::none_of(ops,
+                       [](Operation *op) {
+                         return isa<ZeroDialect>(op->getDialect());
+                       }) &&
+         readsStepInput(ops, body);
 }
 
 /// A scalar denominator of the loss computed from the step's inputs alone,
@@ -147,7 +154,6 @@ matchDenominator(TrainStepOp step, nn::ReciprocalOp reciprocal) {
     break;
   }
   if (isBatchSum(m.sum) &&
-      cast<RankedTensorType>(m.sum.getType()).getRank() == 0 &&
       cast<RankedTensorType>(m.sum.getType()).getElementType().isF32())
     return std::optional<GlobalDenominator>(m);
   Operation *def = m.sum.getDefiningOp();
@@ -287,16 +293,8 @@ LogicalResult rewriteBatchSums(TrainStepOp step, int64_t divisor,
     if (!sum || !isBatchSum(sum.getResult()))
       continue;
     // A sum of the parameters alone is every micro batch's.
-    SmallVector<Operation *> computing =
-        getOpsComputing(step, {sum.getInput()});
-    bool readsInput = isa<BlockArgument>(sum.getInput()) ||
-                      llvm::any_of(computing, [&](Operation *def) {
-                        return llvm::any_of(def->getOperands(), [&](Value v) {
-                          auto arg = dyn_cast<BlockArgument>(v);
-                          return arg && arg.getOwner() == &body;
-                        });
-                      });
-    if (!readsInput || isDivided(step, sum.getResult(), quotients))
+    if (!readsStepInput(getOpsComputing(step, {sum.getResult()}), body) ||
+        isDivided(step, sum.getResult(), quotients))
       continue;
     Operation *other = nullptr;
     if (failed(linearPath(step, sum.getResult(), other)))
