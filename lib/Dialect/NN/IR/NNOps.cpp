@@ -153,6 +153,18 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     return emitOptionalError(loc, "contraction dimensions differ: lhs ",
                              shapeStr(ls), " and rhs ", shapeStr(rs),
                              " contract ", k, " with ", k2);
+  // The result is often shaped like an operand (a square projection, a
+  // weight's gradient): its type is then the operand's, found without
+  // uniquing a new one (this runs in every verification).
+  auto shapedLikeResult = [&](RankedTensorType t) {
+    ArrayRef<int64_t> s = t.getShape();
+    return !t.getEncoding() && static_cast<int64_t>(s.size()) == r &&
+           s[r - 2] == m && s[r - 1] == n && s.drop_back(2) == ls.drop_back(2);
+  };
+  if (shapedLikeResult(lhs) || shapedLikeResult(rhs)) {
+    inferred.push_back(shapedLikeResult(lhs) ? lhs : rhs);
+    return success();
+  }
   SmallVector<int64_t> shape(ls.drop_back(2));
   shape.push_back(m);
   shape.push_back(n);

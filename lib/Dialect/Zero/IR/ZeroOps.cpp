@@ -256,9 +256,13 @@ LogicalResult TrainStepOp::verify() {
   // Types are uniqued and a step has few distinct ones: each is checked
   // once, not once per value (this walk runs after every pass).
   llvm::SmallDenseSet<Type, 32> checked;
+  // Neighbouring values mostly share a type: the last one checked is
+  // compared before the set is hashed.
+  Type last;
   WalkResult walk = getBody().walk([&](Operation *op) {
     for (OpResult r : op->getResults())
-      if (checked.insert(r.getType()).second &&
+      if (r.getType() != last && (last = r.getType()) &&
+          checked.insert(r.getType()).second &&
           failed(checkStepTensor(
               [&] {
                 return op->emitOpError("result #")

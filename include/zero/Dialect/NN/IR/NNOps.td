@@ -17,6 +17,7 @@ include "zero/Interfaces/DerivativeInterface.td"
 include "zero/Interfaces/IndexOperandOpInterface.td"
 include "zero/Interfaces/PaddingOpInterface.td"
 include "zero/Dialect/NN/IR/NNInterfaces.td"
+include "zero/Dialect/FloatTensors.td"
 
 def NN_Dialect : Dialect {
   let name = "nn";
@@ -47,7 +48,7 @@ class NN_Op<string mnemonic, list<Trait> traits = []>
   list<string> torchOps = [];
 }
 
-def NN_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
+def NN_FloatTensor : Zero_AnyRankFloatTensor;
 def NN_IndexTensor : RankedTensorOf<[I32, I64]>;
 def NN_ScalarF32 : 0DTensorOf<[F32]>;
 

@@ -15,6 +15,7 @@ include "mlir/IR/RegionKindInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/ViewLikeInterface.td"
+include "zero/Dialect/FloatTensors.td"
 
 //===----------------------------------------------------------------------===//
 // Dialect
@@ -755,8 +756,8 @@ def Zero_TokenType : TypeDef<Zero_Dialect, "Token"> {
 class Zero_Op<string mnemonic, list<Trait> traits = []>
     : Op<Zero_Dialect, mnemonic, traits>;
 
-def Zero_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
-def Zero_FlatTensor : 1DTensorOf<[F32, F16, BF16]>;
+def Zero_FloatTensor : Zero_AnyRankFloatTensor;
+def Zero_FlatTensor : Zero_1DFloatTensor;
 def Zero_ScalarF32 : Type<
     CPred<"::llvm::isa<::mlir::RankedTensorType>($_self) && "
           "::llvm::cast<::mlir::RankedTensorType>($_self).getRank() == 0 && "
