@@ -213,7 +213,8 @@ class Engine:
         self._live().offload()
 
     def reload(self):
-        """Brings them back (collective)."""
+        """Brings them back (collective). RuntimeError on every rank when
+        some rank's memory cannot hold them: the engine stays offloaded."""
         self._live().reload()
 
     @property

@@ -84,7 +84,9 @@ int32_t zrt_session_api_version(void);
  * --resume, --threads, --device, --quiet, ...; none that reads data or
  * trains). Initializes MPI if the host has not, and otherwise uses
  * MPI_COMM_WORLD. `*out` is set even on an error (null only when out of
- * memory), so that zrt_session_error can say why; close it either way. */
+ * memory), so that zrt_session_error can say why; close it either way.
+ * Arenas of the plan that do not fit in some rank's memory are ZRT_FAILED
+ * on every rank. */
 zrt_status zrt_session_open(const zrt_program *program, int32_t argc,
                             const char *const *argv, zrt_session **out);
 
@@ -136,7 +138,9 @@ zrt_status zrt_session_export_hf(zrt_session *session, const char *dir);
 /* Moves the arenas and optimizer states to host memory and back
  * (collective): the device's memory is freed (the CPU backend's arenas go
  * back to the system). A step after reload is bitwise the step without the
- * pair; between them only close is allowed. */
+ * pair; between them only close is allowed. A reload whose arenas do not
+ * fit in some rank's memory is ZRT_FAILED on every rank, and the session
+ * stays offloaded, its state held, for another reload. */
 zrt_status zrt_session_offload(zrt_session *session);
 zrt_status zrt_session_reload(zrt_session *session);
 /* The bytes held in host memory while offloaded (0 otherwise). */

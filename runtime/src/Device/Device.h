@@ -32,12 +32,13 @@ const char *backendName();
 /// backend cannot run here (no usable GPU).
 void initialize(int localRank);
 
-/// Memory of the planned arenas: at least 64-byte aligned.
+/// Memory of the planned arenas: at least 64-byte aligned. Throws
+/// zrt::OutOfMemory when the device has not that much free.
 void *allocate(int64_t bytes);
 void release(void *ptr);
 
 /// Pinned host memory (cudaHostAlloc on the GPU), 64-byte aligned: the host
-/// arena of an offloaded optimizer.
+/// arena of an offloaded optimizer. Throws zrt::OutOfMemory.
 void *allocateHost(int64_t bytes);
 void releaseHost(void *ptr);
 

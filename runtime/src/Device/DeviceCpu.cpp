@@ -26,14 +26,23 @@ const char *device::backendName() { return "cpu"; }
 
 void device::initialize(int) {}
 
-void *device::allocate(int64_t bytes) { return alignedAlloc(bytes); }
+static void *allocateOrThrow(int64_t bytes, int64_t alignment) {
+  if (void *p = tryAlignedAlloc(bytes, alignment))
+    return p;
+  throw OutOfMemory("cannot allocate " + std::to_string(bytes) +
+                    " bytes of host memory");
+}
+
+void *device::allocate(int64_t bytes) {
+  return allocateOrThrow(bytes, ZRT_ARENA_ALIGNMENT);
+}
 
 void device::release(void *ptr) { std::free(ptr); }
 
 // Block-aligned: the swap buffers of an optimizer on NVMe are O_DIRECT
 // buffers (cudaHostAlloc's pages are aligned too).
 void *device::allocateHost(int64_t bytes) {
-  return alignedAlloc(bytes, ZRT_NVME_BLOCK_BYTES);
+  return allocateOrThrow(bytes, ZRT_NVME_BLOCK_BYTES);
 }
 
 void device::releaseHost(void *ptr) { std::free(ptr); }

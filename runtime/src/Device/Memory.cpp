@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <string>
 
 using namespace zrt;
 
@@ -72,21 +73,45 @@ Scratch::~Scratch() {
   traceScratch(scratchInUse.fetch_sub(bytes) - bytes);
 }
 
-extern "C" zrt_arena *zrt_arena_create(int64_t bytes) {
+namespace {
+/// Allocates an arena's memory; out of memory names the arena.
+template <typename Allocate>
+void *allocateArena(int64_t bytes, const char *what, Allocate allocate) {
+  try {
+    return allocate(bytes);
+  } catch (const OutOfMemory &e) {
+    throw OutOfMemory("out of memory for the plan's " + std::string(what) +
+                      " (" + std::to_string(bytes) + " bytes): " + e.what());
+  }
+}
+} // namespace
+
+zrt_arena *zrt::createArena(int64_t bytes, const char *what) {
   if (bytes < 0)
-    fatal("zrt_arena_create: negative size %lld", (long long)bytes);
+    fatal("createArena: negative size %lld", (long long)bytes);
+  void *base = allocateArena(bytes, what, device::allocate);
   auto *arena = new zrt_arena;
-  arena->base = static_cast<char *>(device::allocate(bytes));
+  arena->base = static_cast<char *>(base);
   arena->size = bytes;
   arena->highWater = 0;
   return arena;
 }
 
+// The C ABI cannot throw: out of memory ends the process there.
+extern "C" zrt_arena *zrt_arena_create(int64_t bytes) {
+  try {
+    return createArena(bytes, "arena");
+  } catch (const OutOfMemory &e) {
+    fatal("%s", e.what());
+  }
+}
+
 zrt_arena *zrt::createHostArena(int64_t bytes) {
   if (bytes < 0)
     fatal("createHostArena: negative size %lld", (long long)bytes);
+  void *base = allocateArena(bytes, "pinned host arena", device::allocateHost);
   auto *arena = new zrt_arena;
-  arena->base = static_cast<char *>(device::allocateHost(bytes));
+  arena->base = static_cast<char *>(base);
   arena->size = bytes;
   arena->highWater = 0;
   arena->host = true;

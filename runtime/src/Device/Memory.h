@@ -37,9 +37,14 @@ private:
 /// its peak: for backends whose scratch is not a Scratch (device memory).
 void accountScratch(int64_t delta);
 
+/// zrt_arena_create, but throws OutOfMemory when the device memory is not
+/// there (the driver's setup, where every rank agrees on the failure).
+/// `what` names the arena in the error.
+zrt_arena *createArena(int64_t bytes, const char *what);
 /// An arena of pinned host memory (an offloaded optimizer's masters,
 /// moments and copies), released by zrt_arena_destroy. Its high-water mark
 /// counts toward hostMemoryPeakBytes, not toward zrt_memory_peak_bytes.
+/// Throws OutOfMemory.
 zrt_arena *createHostArena(int64_t bytes);
 /// Peak of the sum of live host arenas' high-water marks.
 int64_t hostMemoryPeakBytes();

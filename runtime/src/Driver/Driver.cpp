@@ -197,7 +197,10 @@ bool Driver::setUp(int argc, char **argv, int &exitCode) {
                  "has ended (a run that crashed or was killed)\n",
                  opts.save.c_str(), saveLock.takenOver().c_str());
 
-  createContext();
+  // An arena that does not fit fails the run on every rank, before any
+  // collective that the others would wait in.
+  if (!everywhere([&] { createContext(); }))
+    return false;
   if (!everywhere([&] {
         openSwapFiles();
         openData();
@@ -295,8 +298,8 @@ void Driver::createContext() {
                        fp16 && m.lossScale > 0 ? m.lossScale : 1.0);
   // The plan's sizes are high-water marks of its allocator: count each arena
   // whole, so the measured peak is comparable with plan.peak_bytes.
-  ctx.persistentArena = zrt_arena_create(m.persistentBytes);
-  ctx.stepArena = zrt_arena_create(m.arenaBytes);
+  ctx.persistentArena = createArena(m.persistentBytes, "persistent arena");
+  ctx.stepArena = createArena(m.arenaBytes, "step arena");
   ctx.persistent = static_cast<char *>(
       zrt_arena_at(ctx.persistentArena, 0, m.persistentBytes));
   ctx.step = static_cast<char *>(zrt_arena_at(ctx.stepArena, 0, m.arenaBytes));

@@ -69,9 +69,11 @@ public:
   /// The next tensor of the stream (without data on ranks that do not
   /// receive it); null past the last.
   const Tensor *parametersNext();
-  /// Moves the arenas to host memory and back (bitwise).
+  /// Moves the arenas to host memory and back (bitwise). reload is false,
+  /// on every rank, when some rank's device memory cannot hold the arenas
+  /// again: the session stays offloaded.
   void offload();
-  void reload();
+  bool reload();
   bool isOffloaded() const { return offloaded; }
   int64_t streamPeakBytes() const { return streamPeak; }
   int64_t offloadedBytes() const { return int64_t(held.size()); }

@@ -14,6 +14,7 @@
 #include "Data/Files.h"
 #include "Data/WeightFiles.h"
 #include "Device/Device.h"
+#include "Device/Memory.h"
 #include "Driver/Driver.h"
 #include "Driver/Interrupt.h"
 #include "Driver/State.h"
@@ -322,13 +323,23 @@ void Driver::offload() {
   offloaded = true;
 }
 
-void Driver::reload() {
+bool Driver::reload() {
   const Manifest &m = manifest;
   if (!offloaded)
     throw InvalidInput("the session is not offloaded");
-  // Counted whole, as createContext does.
-  ctx.persistentArena = zrt_arena_create(m.persistentBytes);
-  ctx.stepArena = zrt_arena_create(m.arenaBytes);
+  // Counted whole, as createContext does. Memory that is not there on some
+  // rank leaves the session offloaded on every rank, its state kept, to be
+  // reloaded once the host has freed memory.
+  if (!everywhere([&] {
+        ctx.persistentArena =
+            createArena(m.persistentBytes, "persistent arena");
+        ctx.stepArena = createArena(m.arenaBytes, "step arena");
+      })) {
+    zrt_arena_destroy(ctx.persistentArena);
+    zrt_arena_destroy(ctx.stepArena);
+    ctx.persistentArena = ctx.stepArena = nullptr;
+    return false;
+  }
   ctx.persistent = static_cast<char *>(
       zrt_arena_at(ctx.persistentArena, 0, m.persistentBytes));
   ctx.step = static_cast<char *>(zrt_arena_at(ctx.stepArena, 0, m.arenaBytes));
@@ -336,6 +347,7 @@ void Driver::reload() {
   device::upload(ctx.step, held.data() + m.persistentBytes, m.arenaBytes);
   std::vector<char>().swap(held);
   offloaded = false;
+  return true;
 }
 
 //===----------------------------------------------------------------------===//
@@ -676,11 +688,7 @@ extern "C" zrt_status zrt_session_offload(zrt_session *s) {
 
 extern "C" zrt_status zrt_session_reload(zrt_session *s) {
   return guarded(
-      s,
-      [&] {
-        s->driver.reload();
-        return true;
-      },
+      s, [&] { return s->driver.reload(); },
       /*whileOffloaded=*/true);
 }
 

@@ -26,11 +26,17 @@ void zrt::fatal(const char *fmt, ...) {
   std::abort();
 }
 
-void *zrt::alignedAlloc(int64_t bytes, int64_t alignment) {
+void *zrt::tryAlignedAlloc(int64_t bytes, int64_t alignment) noexcept {
   // aligned_alloc wants a multiple of the alignment; never ask for 0 bytes.
-  size_t rounded = size_t((std::max<int64_t>(bytes, 1) + alignment - 1) /
-                          alignment * alignment);
-  void *p = std::aligned_alloc(size_t(alignment), rounded);
+  int64_t rounded = std::max<int64_t>(bytes, 1);
+  if (rounded > INT64_MAX - alignment)
+    return nullptr;
+  rounded = (rounded + alignment - 1) / alignment * alignment;
+  return std::aligned_alloc(size_t(alignment), size_t(rounded));
+}
+
+void *zrt::alignedAlloc(int64_t bytes, int64_t alignment) {
+  void *p = tryAlignedAlloc(bytes, alignment);
   if (!p)
     fatal("out of memory allocating %lld bytes", (long long)bytes);
   return p;

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
+#include <stdexcept>
 
 namespace zrt {
 
@@ -31,6 +32,16 @@ inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// An allocation aligned like an arena (by default), released by std::free;
 /// aborts when out of memory.
 void *alignedAlloc(int64_t bytes, int64_t alignment = ZRT_ARENA_ALIGNMENT);
+/// alignedAlloc, but nullptr when out of memory.
+void *tryAlignedAlloc(int64_t bytes,
+                      int64_t alignment = ZRT_ARENA_ALIGNMENT) noexcept;
+
+/// The planned arenas do not fit in this rank's memory. Thrown while a run
+/// or a session sets up, where every rank agrees on the failure instead of
+/// one rank aborting while the others wait for it.
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 /// Aborts unless every dimension is non-negative.
 inline void checkDims(const char *kernel, int64_t a, int64_t b = 0,

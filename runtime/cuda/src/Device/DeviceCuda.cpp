@@ -50,8 +50,8 @@ void *device::allocate(int64_t bytes) {
   void *ptr = nullptr;
   cudaError_t err = cudaMalloc(&ptr, size_t(bytes > 0 ? bytes : 1));
   if (err != cudaSuccess)
-    fatal("cannot allocate %lld bytes of GPU memory: %s", (long long)bytes,
-          cudaGetErrorString(err));
+    throw OutOfMemory("cannot allocate " + std::to_string(bytes) +
+                      " bytes of GPU memory: " + cudaGetErrorString(err));
   return ptr;
 }
 
@@ -68,13 +68,16 @@ void device::release(void *ptr) {
 // parameter write was refused. So the pages are allocated block-aligned, as
 // the CPU backend's, and then pinned.
 void *device::allocateHost(int64_t bytes) {
-  void *ptr = alignedAlloc(bytes > 0 ? bytes : 1, ZRT_NVME_BLOCK_BYTES);
+  void *ptr = tryAlignedAlloc(bytes > 0 ? bytes : 1, ZRT_NVME_BLOCK_BYTES);
+  if (!ptr)
+    throw OutOfMemory("cannot allocate " + std::to_string(bytes) +
+                      " bytes of host memory");
   cudaError_t err = cudaHostRegister(ptr, size_t(bytes > 0 ? bytes : 1),
                                      cudaHostRegisterDefault);
   if (err != cudaSuccess) {
     std::free(ptr);
-    fatal("cannot pin %lld bytes of host memory: %s", (long long)bytes,
-          cudaGetErrorString(err));
+    throw OutOfMemory("cannot pin " + std::to_string(bytes) +
+                      " bytes of host memory: " + cudaGetErrorString(err));
   }
   return ptr;
 }
