@@ -120,6 +120,11 @@ void ApplyDeepSpeedConfigPass::runOnOperation() {
   std::unique_ptr<ZeroPipelineOptions> options = withFile();
   ZeroPipelineOptions &s = *options;
   auto steps = llvm::to_vector(module.getOps<TrainStepOp>());
+  if (!isKnownTarget(s.target)) {
+    module.emitError("zero-pipeline: unknown target '")
+        << s.target << "' (expected cpu or cuda)";
+    return signalPassFailure();
+  }
   if (failed(checkSequenceParallel(s)))
     return signalPassFailure();
   if (!steps.empty() &&

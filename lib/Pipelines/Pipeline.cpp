@@ -23,6 +23,10 @@ using namespace mlir;
 using namespace mlir::zero;
 using namespace mlir::zero::pipeline;
 
+/// The rows the cuda target pads a 16-bit step's vocabulary to a multiple
+/// of, unless pad-vocab is given.
+static constexpr int64_t kCudaVocabMultiple = 64;
+
 static SmallVector<int64_t> blockRange(int64_t begin, int64_t end) {
   SmallVector<int64_t> blocks;
   for (int64_t b = begin; b < end; ++b)
@@ -106,6 +110,15 @@ static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
     ZeroPadVocabPassOptions pad;
     pad.multiple = o.padVocab;
     pm.addPass(createZeroPadVocabPass(pad));
+  } else if (!o.padVocab.hasValue() && o.target == "cuda" && o.lossChunk == 0) {
+    // Where padding pays: cuBLASLt runs a 16-bit GEMM whose leading
+    // dimension is not a multiple of 8 on slow unaligned kernels, and 64
+    // rows keep the head's tiles whole. A chunked loss takes no padding.
+    ZeroPadVocabPassOptions pad;
+    pad.multiple = kCudaVocabMultiple;
+    pad.only16Bit = true;
+    pad.dtype = o.dtype;
+    pm.addPass(createZeroPadVocabPass(pad));
   }
   // A negative chunk is refused by the pass.
   if (o.lossChunk != 0) {
@@ -147,8 +160,10 @@ void mlir::zero::buildZeroPipeline(OpPassManager &pm,
   // Keeping the global batch needs the train step's batch, and
   // muon-group-layers the step's optimizer: the config's pass resolves
   // them, with an empty config when none is given.
+  // The config's pass also checks the options that need the module to
+  // report on (an unknown target).
   if (o.config.empty() && o.elasticMicroBatch == 0 &&
-      !o.muonGroupLayers.hasValue())
+      !o.muonGroupLayers.hasValue() && isKnownTarget(o.target))
     return addPasses(pm, o, /*rematBlocks=*/std::nullopt);
   pm.addPass(createApplyDeepSpeedConfigPass(o, addPasses));
 }

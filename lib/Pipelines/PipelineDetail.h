@@ -33,6 +33,11 @@ copyOptions(const ZeroPipelineOptions &options) {
   return copy;
 }
 
+/// Whether `target` names a runtime backend (zero-pipeline's `target`).
+inline bool isKnownTarget(StringRef target) {
+  return target == "cpu" || target == "cuda";
+}
+
 /// What zero-remat recomputes: `layer` on blocks [0, layerBlocks), then
 /// `selective` on the next `selectiveBlocks`, then `op` on the next
 /// `opBlocks` (early blocks first: their activations live longest).

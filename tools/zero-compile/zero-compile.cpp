@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
   if (!line)
     return 1;
   std::vector<const char *> &own = line->own;
-  const std::string &pipelineOptions = line->pipelineOptions;
+  std::string pipelineOptions = line->pipelineOptions;
   cl::HideUnrelatedOptions(compileCat);
   cl::ParseCommandLineOptions(
       static_cast<int>(own.size()), own.data(),
@@ -289,6 +289,10 @@ int main(int argc, char **argv) {
                 "'");
   if (target != "cpu" && target != "cuda")
     return fail("--target must be cpu or cuda, got '" + target + "'");
+  // The pipeline plans for the backend too (the cuda target pads a 16-bit
+  // step's vocabulary unless --pad-vocab is given).
+  pipelineOptions += std::string(pipelineOptions.empty() ? "" : " ") +
+                     "target=" + target.getValue();
   std::string libDir = ZERO_RUNTIME_LIBRARY_DIR;
   // The CUDA backend's link line is written by its CMake (it is only built
   // where a CUDA toolkit was found).

@@ -16,7 +16,8 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
                 "grad-sync, param-gather, prefetch at stage 3, optimizer), "
                 "optionally driven by a DeepSpeed ds_config file";
   let description = [{
-    Runs `zero-pad-vocab` (with `pad-vocab`), `zero-loss-chunk` (with
+    Runs `zero-pad-vocab` (with `pad-vocab`, or for the cuda `target`'s
+    16-bit steps), `zero-loss-chunk` (with
     `loss-chunk`), `zero-tiled-mlp` (with `tiled-mlp`), `zero-autodiff`,
     `zero-mixed-precision`, `zero-fuse-bias-activation` (with
     `fuse-bias-activation`), `zero-remat` (with `remat`), `zero-partition`,
@@ -61,7 +62,12 @@ def ZeroPipeline : PassPipeline<"zero-pipeline"> {
            "(explicit options win)">,
     Option<"padVocab", "pad-vocab", "int64_t", /*default=*/"0",
            "Pad the vocabulary table to a multiple of this many rows, masked "
-           "out of the loss (zero-pad-vocab); 0: off">,
+           "out of the loss (zero-pad-vocab); 0: off. Unless given, the "
+           "cuda target pads 16-bit steps to a multiple of 64">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "The runtime backend the step is compiled for (zero-compile "
+           "--target): cpu, or cuda, whose tensor cores want the vocabulary "
+           "of a 16-bit step padded (see pad-vocab)">,
     Option<"lossChunk", "loss-chunk", "int64_t", /*default=*/"0",
            "Compute the output projection and the loss this many rows at a "
            "time, so the logits never exist whole (zero-loss-chunk); 0: off">,

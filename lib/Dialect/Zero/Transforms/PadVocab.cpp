@@ -59,6 +59,23 @@ struct ZeroPadVocabPass
     : public mlir::zero::impl::ZeroPadVocabPassBase<ZeroPadVocabPass> {
   using Base::Base;
 
+  /// Whether the module's train steps will compute in bf16 or fp16: the
+  /// `dtype` given, else the steps' own precision (zero-mixed-precision
+  /// refuses steps that disagree).
+  FailureOr<bool> computesIn16Bit(ModuleOp module) {
+    auto is16Bit = [](PrecisionKind k) { return k != PrecisionKind::fp32; };
+    if (dtype != "auto") {
+      std::optional<PrecisionKind> kind = symbolizePrecisionKind(dtype);
+      if (!kind)
+        return mlir::emitError(module.getLoc(),
+                               "zero-pad-vocab: unknown dtype '")
+               << dtype << "' (expected auto, fp32, bf16 or fp16)";
+      return is16Bit(*kind);
+    }
+    auto steps = module.getOps<TrainStepOp>();
+    return !steps.empty() && is16Bit((*steps.begin()).getPrecision().getKind());
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (multiple <= 0) {
@@ -76,6 +93,21 @@ struct ZeroPadVocabPass
                        "zero-autodiff; this step already has its backward");
       return signalPassFailure();
     }
+    if (only16Bit) {
+      FailureOr<bool> sixteen = computesIn16Bit(module);
+      if (failed(sixteen))
+        return signalPassFailure();
+      if (!*sixteen) {
+        markAllAnalysesPreserved();
+        return;
+      }
+    }
+    // Each parameter's reads, collected in one walk of the steps.
+    llvm::DenseMap<StringAttr, SmallVector<GetParamOp>> readsOf;
+    for (TrainStepOp step : module.getOps<TrainStepOp>())
+      step.walk([&](GetParamOp get) {
+        readsOf[get.getParamAttr().getAttr()].push_back(get);
+      });
     for (ParamOp param : module.getOps<ParamOp>()) {
       RankedTensorType type = param.getTensorType();
       if (type.getRank() != 2 || param.getRows())
@@ -84,12 +116,7 @@ struct ZeroPadVocabPass
       int64_t padded = (rows + multiple - 1) / multiple * multiple;
       if (padded == rows)
         continue;
-      SmallVector<GetParamOp> gets;
-      for (TrainStepOp step : module.getOps<TrainStepOp>())
-        step.walk([&](GetParamOp get) {
-          if (get.getParam() == param.getSymName())
-            gets.push_back(get);
-        });
+      ArrayRef<GetParamOp> gets = readsOf.lookup(param.getSymNameAttr());
       std::optional<SmallVector<PaddedUse>> uses = followPadding(gets);
       if (!uses)
         continue;

@@ -1,6 +1,8 @@
 // RUN: not zero-opt %s -split-input-file --zero-pad-vocab="multiple=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not zero-opt %s -split-input-file --zero-pad-vocab="multiple=-128" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // RUN: zero-opt %s -split-input-file --zero-pad-vocab -verify-diagnostics
+// RUN: not zero-opt %s -split-input-file --zero-pad-vocab="only-16-bit dtype=f16" 2>&1 | FileCheck %s --check-prefix=DTYPE
+// DTYPE: error: zero-pad-vocab: unknown dtype 'f16' (expected auto, fp32, bf16 or fp16)
 
 // ZERO: error: zero-pad-vocab: multiple must be positive, got 0
 // NEGATIVE: error: zero-pad-vocab: multiple must be positive, got -128

@@ -1,6 +1,11 @@
 // RUN: zero-opt %s -split-input-file --zero-pad-vocab | FileCheck %s
 // RUN: zero-opt %s -split-input-file --zero-pad-vocab="multiple=8" | FileCheck %s --check-prefix=EIGHT
 // RUN: zero-opt %s -split-input-file --zero-pad-vocab --zero-autodiff | FileCheck %s --check-prefix=GRAD
+// only-16-bit pads these fp32 steps only when dtype makes them 16-bit.
+// RUN: zero-opt %s -split-input-file --zero-pad-vocab="only-16-bit dtype=bf16" | FileCheck %s
+// RUN: zero-opt %s -split-input-file --zero-pad-vocab="only-16-bit" | FileCheck %s --check-prefix=FP32
+// RUN: zero-opt %s -split-input-file --zero-pad-vocab="only-16-bit dtype=fp32" | FileCheck %s --check-prefix=FP32
+// FP32-NOT: rows {{[0-9]}}
 
 // A tied table (GPT-2's wte): the lookup absorbs the padding, the LM head's
 // product pads the logits, the loss masks the padded classes. The other

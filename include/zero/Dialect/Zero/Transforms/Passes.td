@@ -48,10 +48,20 @@ def ZeroPadVocabPass : Pass<"zero-pad-vocab", "::mlir::ModuleOp"> {
     The padded rows start at zero, get a zero gradient and so never move
     under Adam or AdamW (zero moments, zero decay of zero). Exported weights
     keep the unpadded shape.
+
+    With `only-16-bit`, a module is padded only when its train steps compute
+    in bf16 or fp16 (`dtype`, as `zero-mixed-precision` reads it, which runs
+    later): tensor cores want aligned 16-bit GEMMs, and an fp32 step keeps
+    its shapes. This is zero-pipeline's default for the CUDA target.
   }];
   let options = [
     Option<"multiple", "multiple", "int64_t", /*default=*/"128",
            "Pad the vocabulary's rows to a multiple of this (> 0)">,
+    Option<"only16Bit", "only-16-bit", "bool", /*default=*/"false",
+           "Pad only modules whose train steps compute in bf16 or fp16">,
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"auto\"",
+           "With only-16-bit: the compute precision zero-mixed-precision "
+           "will give the steps (auto: each step's own)">,
   ];
   let dependentDialects = ["::mlir::nn::NNDialect"];
 }
