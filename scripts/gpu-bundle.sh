@@ -7,7 +7,7 @@
 #   scripts/gpu-bundle.sh [build-dir] OUT-DIR/    (the bundle's folder, as is)
 #
 # GPU_BUNDLE_PARTS picks what is compiled (default all: e2e offload wide
-# models gpt2 capacity library); GPU_BUNDLE_DTYPES the dtypes of the e2e, models
+# models shared gpt2 capacity library); GPU_BUNDLE_DTYPES the dtypes of the e2e, models
 # and offload steps (default f32 bf16); CAPACITY_ARGS are passed to
 # bench/gpu/offload_capacity.py plan (e.g. another GPU's --device-memory).
 # GPU_BUNDLE_TARGET=cpu compiles the offload and models parts for the CPU
@@ -18,7 +18,11 @@
 # bundle -DZRT_BUILD_BENCHMARKS=ON; a bundle of chosen GPU_BUNDLE_PARTS
 # carries zrt-cuda-bench only where it was built (bench/gpu/run.sh then
 # records the kernels part as skipped). The archive holds:
-#   bin/    the GPU unit tests (runtime/cuda/test) and zrt-cuda-bench
+#   bin/    the GPU unit tests (runtime/cuda/test) and zrt-cuda-bench; with
+#           the shared part, Open MPI's mpirun
+#   shared/ stage 3 and expert parallelism on 2 ranks, run on one GPU with
+#           --collectives host, each with the CPU backend's log of the same
+#           compile (cases.txt)
 #   e2e/    the steps of test/E2E/cuda compiled here with --target cuda
 #           (zero-compile links with mpicxx, which the GPU machine lacks),
 #           their tokens, and the CPU backend's reference logs run here;
@@ -87,7 +91,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 B=$stage/bundle
 mkdir -p "$B/bin" "$B/e2e" "$B/gpt2" "$B/lib"
-parts=${GPU_BUNDLE_PARTS:-e2e offload wide models gpt2 capacity library}
+parts=${GPU_BUNDLE_PARTS:-e2e offload wide models shared gpt2 capacity library}
 want() { [[ " $parts " == *" $1 "* ]]; }
 dtypes=${GPU_BUNDLE_DTYPES:-f32 bf16}
 target=${GPU_BUNDLE_TARGET:-cuda}
@@ -311,6 +315,45 @@ PY
   done
 done
 
+# --- ranks sharing one GPU (train --collectives host) ----------------------
+# Stage 3 on 2 ranks for each dtype, and expert parallelism over 2 ranks (the
+# Mixtral block of test/E2E/Inputs/moe_model.mlir), which gpu-check.sh runs
+# with both ranks on the one GPU, collectives through MPI over host memory
+# (NCCL refuses two ranks on a device). The CPU backend's run of the same
+# compile here is each one's reference (cases.txt: NAME STEPS ARGS, @S@ for
+# the folder wherever it is unpacked); the bundle carries mpirun.
+S=$B/shared
+want shared && {
+  mkdir -p "$S"
+  cp "$B/e2e/tokens64.bin" "$S/"
+  python3 "$E2E" npy "$S/x.npy" "$S/y.npy" --rows 32 --features 8 --classes 5 \
+    --label-dtype i4 >/dev/null
+  : >"$S/cases.txt"
+  shared_case() {
+    local name=$1 mlir=$2 run=$3; shift 3
+    "$BIN/zero-compile" "$mlir" --world-size 2 "$@" -o "$stage/cpu_$name"
+    # shellcheck disable=SC2086
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 \
+      --oversubscribe "$stage/cpu_$name" --quiet --steps 10 ${run//@S@/$S} \
+      --log-json "$S/cpu_$name.json" >/dev/null
+    if [ "$target" = cpu ]; then
+      cp "$stage/cpu_$name" "$S/$name"
+    else
+      "$BIN/zero-compile" --target "$target" "$mlir" --world-size 2 "$@" \
+        -o "$S/$name"
+    fi
+    echo "$name 10 $run" >>"$S/cases.txt"
+  }
+  for dt in $dtypes; do
+    shared_case "${dt}_s3_w2" "$stage/$dt.mlir" "--data @S@/tokens64.bin" \
+      --stage 3
+  done
+  shared_case moe_ep2_s2_w2 "$ROOT/test/E2E/Inputs/moe_model.mlir" \
+    "--inputs @S@/x.npy --labels @S@/y.npy" --stage 2 --ep-size 2
+  # Open MPI's launcher (orterun), which starts local ranks itself.
+  cp "$(readlink -f "$(command -v mpirun)")" "$B/bin/mpirun"
+}
+
 # --- GPT-2 124M for bench/gpu/run.sh ---------------------------------------
 want gpt2 && for dt in bf16 f32; do
   "$BIN/zero-model-gen" gpt2 --layers 12 --hidden 768 --heads 12 \
@@ -350,7 +393,7 @@ fi
 # glibc, the C++ runtime (the GPU machine's is newer) and the CUDA stack (the
 # GPU machine's driver decides which of those work) are not carried.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libnccl|libcublas|libcudart)'
-mapfile -t programs < <(find "$B/e2e" "$B/gpt2" "$B/capacity" "$B/library" -type f \
+mapfile -t programs < <(find "$B/e2e" "$B/gpt2" "$B/capacity" "$B/library" "$B/shared" -type f \
   -perm -u+x 2>/dev/null | sort)
 [ ${#programs[@]} -gt 0 ] || { echo "gpu-bundle: no programs" \
   "(GPU_BUNDLE_PARTS='$parts')" >&2; exit 1; }

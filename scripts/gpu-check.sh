@@ -9,6 +9,8 @@
 # logs run afterwards on the build machine: scripts/gpu-verify.py), models
 # (the bundle's e2e/models cases: a Llama with the chunked loss, the tiled
 # MLP, Lion, SGD, and a Mixtral; checked the same way), offload
+# shared (stage 3 and expert parallelism on 2 ranks sharing the GPU,
+# --collectives host, started by the bundle's mpirun), offload
 # (every offload mode of those steps, 10 steps each, with its NVMe swap
 # files' sizes; needs the e2e part's logs to be verified), library (each
 # dtype's step as an executable and through zero_rt/session.h, offloaded
@@ -25,7 +27,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ $# -lt 2 ]; then
   echo "usage: scripts/gpu-check.sh BUNDLE-DIR RESULTS-DIR" \
-    "[unit|e2e|models|offload|library|capacity|bench|profile ...]" >&2
+    "[unit|e2e|models|shared|offload|library|capacity|bench|profile ...]" >&2
   exit 2
 fi
 BUNDLE=$(cd "$1" && pwd)
@@ -33,7 +35,7 @@ R=$2
 mkdir -p "$R"
 R=$(cd "$R" && pwd)
 shift 2
-parts=${*:-unit e2e models offload library bench profile}
+parts=${*:-unit e2e models shared offload library bench profile}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 # The GPU machine's CUDA libraries: the toolkit's, else the ones pip installed
@@ -151,6 +153,31 @@ if want models; then
     done <"$M/cases.txt"
   else
     note "FAIL models: the bundle has no e2e/models/cases.txt"
+  fi
+fi
+
+# Ranks sharing the GPU: each shared/ case on 2 ranks started by the
+# bundle's mpirun, collectives through MPI over host memory (train
+# --collectives host); gpu-verify.py compares them with the CPU backend's.
+if want shared; then
+  S=$BUNDLE/shared
+  if [ -f "$S/cases.txt" ] && [ -x "$BUNDLE/bin/mpirun" ]; then
+    mkdir -p "$R/shared"
+    cp "$S"/cpu_*.json "$S/cases.txt" "$R/shared/"
+    while read -r name steps args; do
+      # shellcheck disable=SC2086
+      if (cd "$R/shared" && "$BUNDLE/bin/mpirun" -np 2 --oversubscribe \
+          -x LD_LIBRARY_PATH -x OMPI_MCA_mca_base_component_path \
+          -x OPAL_PKGDATADIR "$S/$name" --collectives host --quiet \
+          --steps "$steps" ${args//@S@/$S} --log-json "$R/shared/$name.json") \
+          </dev/null >"$R/shared/$name.out" 2>&1; then
+        note "RAN shared $name"
+      else
+        note "FAIL shared $name (exit $?): $(tail -3 "$R/shared/$name.out" | tr '\n' ' ')"
+      fi
+    done <"$S/cases.txt"
+  else
+    note "FAIL shared: the bundle has no shared/cases.txt or bin/mpirun"
   fi
 fi
 

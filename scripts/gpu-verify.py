@@ -4,9 +4,9 @@ assertions and tolerances of test/E2E/cuda (which cannot run there: no
 zero-compile, mpirun or FileCheck), and prints one line per check and
 "N passed, N failed".
 
-    scripts/gpu-verify.py RESULTS-DIR [unit|e2e|models|fp16|offload ...]
+    scripts/gpu-verify.py RESULTS-DIR [unit|e2e|models|shared|fp16|offload ...]
 
-(default: all five, as gpu-check.sh's default parts bring them back).
+(default: all six, as gpu-check.sh's default parts bring them back).
 """
 
 import json
@@ -80,6 +80,20 @@ def models(r):
         name, steps = line.split()[:2]
         losses(r, name, "cpu_" + name, 2e-2 if "_bf16_" in name else 2e-4,
                int(steps), "models")
+
+
+def shared(r):
+    """The shared cases (2 ranks on one GPU, --collectives host) against the
+    CPU backend's run of the same compile on 2 ranks, with the models'
+    tolerances."""
+    path = os.path.join(r, "shared", "cases.txt")
+    if not os.path.exists(path):
+        check("shared", False, "no shared/cases.txt")
+        return
+    for line in open(path):
+        name, steps = line.split()[:2]
+        losses(r, name, "cpu_" + name, 2e-2 if "bf16_" in name else 2e-4,
+               int(steps), "shared")
 
 
 def fp16(r):
@@ -206,9 +220,9 @@ def offload(r):
 
 
 def main():
-    parts = sys.argv[2:] or ["unit", "e2e", "models", "fp16", "offload"]
-    if len(sys.argv) < 2 or \
-            set(parts) - {"unit", "e2e", "models", "fp16", "offload"}:
+    known = ["unit", "e2e", "models", "shared", "fp16", "offload"]
+    parts = sys.argv[2:] or known
+    if len(sys.argv) < 2 or set(parts) - set(known):
         sys.exit(__doc__)
     r = sys.argv[1]
     if "unit" in parts:
@@ -225,6 +239,8 @@ def main():
             losses(r, "wide_bf16_s3", "cpu_wide_bf16", 2e-2, 5)
     if "models" in parts:
         models(r)
+    if "shared" in parts:
+        shared(r)
     if "fp16" in parts:
         fp16(r)
     if "offload" in parts:

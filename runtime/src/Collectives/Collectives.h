@@ -23,6 +23,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace zrt {
@@ -53,6 +54,14 @@ using Tokens = std::vector<int64_t>;
 /// zrt_finalize after every token was waited for).
 void startBackend(zrt_comm *world);
 void stopBackend(zrt_comm *world);
+
+/// Chooses how tensors move (train --collectives, else ZRT_COLLECTIVES),
+/// before the device and the first collective: "host" is MPI over host
+/// memory (the CPU backend's only way; the CUDA backend stages device
+/// buffers through it), "nccl" the CUDA backend's default; empty keeps the
+/// backend's default. A one-line reason when the backend has no such way,
+/// else empty.
+std::string selectCollectives(const std::string &kind);
 
 /// Sums segment r over ranks into rank r. `sumAt` is where this rank's sum
 /// lands, in elements from buf: its own segment displs[rank] over NCCL and

@@ -338,6 +338,18 @@ bool zrt::readsPeersDirectly(const zrt_comm *comm) {
   return directPeers(comm) != nullptr;
 }
 
+std::string zrt::selectCollectives(const std::string &kind) {
+  if (kind.empty() || kind == "host")
+    return "";
+  if (kind == "nccl")
+    return "collectives 'nccl' need a program compiled with --target cuda; "
+           "this one (--target cpu) moves tensors with MPI over host memory "
+           "(host)";
+  return "collectives '" + kind +
+         "': expected host (or nccl with --target "
+         "cuda)";
+}
+
 void zrt::startBackend(zrt_comm *world) {
   world->backend = new CommBackend{DirectPeers::probe(world->comm)};
   CommState &s = state();

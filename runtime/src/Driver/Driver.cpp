@@ -274,8 +274,10 @@ bool Driver::startProgram() {
     return false;
   chooseThreads();
   // The backend's device (a GPU per rank on a node for CUDA), before any
-  // tensor memory exists.
+  // tensor memory exists, and how tensors move between ranks.
   if (!everywhere([&] {
+        if (std::string why = selectCollectives(opts.collectives); !why.empty())
+          throw std::runtime_error(why);
         int localRank = 0, localSize = 1;
         nodeRank(MPI_COMM_WORLD, localRank, localSize);
         device::initialize(localRank);

@@ -93,6 +93,11 @@ const char *const zrt::kUsage =
     "                          r / K) instead of MPI's shared-memory nodes;\n"
     "                          also ZRT_RANKS_PER_NODE=K (mpirun -x). Must\n"
     "                          match the program's compiled topology\n"
+    "  --collectives host|nccl tensors through MPI over host memory (host:\n"
+    "                          the CPU backend's only way; with --target\n"
+    "                          cuda, ranks may share a GPU and NCCL is not\n"
+    "                          used) or NCCL (the CUDA default); also\n"
+    "                          ZRT_COLLECTIVES\n"
     "  --collective-timeout-s S\n"
     "                          abort every rank when a collective of a\n"
     "                          training step waits longer than S seconds\n"
@@ -303,6 +308,11 @@ Options zrt::parseOptions(int argc, char **argv) {
       if (t < 1 || t > 4096)
         fail("option --threads needs a count in [1, 4096]");
       o.threads = int(t);
+    } else if (name == "--collectives") {
+      o.collectives = next();
+      if (o.collectives != "host" && o.collectives != "nccl")
+        fail("option --collectives needs host or nccl, got '" + o.collectives +
+             "'");
     } else if (name == "--ranks-per-node") {
       std::string v = next();
       o.ranksPerNode = parseRanksPerNode("option --ranks-per-node", v);
@@ -351,6 +361,12 @@ Options zrt::parseOptions(int argc, char **argv) {
   }
   if (o.help)
     return o;
+  if (o.collectives.empty())
+    if (const char *env = std::getenv("ZRT_COLLECTIVES"); env && *env) {
+      o.collectives = env;
+      if (o.collectives != "host" && o.collectives != "nccl")
+        fail("ZRT_COLLECTIVES needs host or nccl, got '" + o.collectives + "'");
+    }
   if (o.ranksPerNode == 0)
     if (const char *env = std::getenv("ZRT_RANKS_PER_NODE"); env && *env) {
       o.ranksPerNode = parseRanksPerNode("ZRT_RANKS_PER_NODE", env);

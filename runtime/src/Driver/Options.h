@@ -54,6 +54,8 @@ struct Options {
   /// that step, and its checkpoint, is complete on every rank.
   std::vector<std::pair<int64_t, int64_t>> killAfterStep;
   int threads = 0;
+  /// --collectives, else ZRT_COLLECTIVES (empty: the backend's default).
+  std::string collectives;
   /// --ranks-per-node, else ZRT_RANKS_PER_NODE (0: MPI's shared-memory
   /// nodes).
   int64_t ranksPerNode = 0;

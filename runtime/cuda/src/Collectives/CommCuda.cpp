@@ -129,10 +129,14 @@ void zrt::cuda::initializeWorld(int localRank) {
   if (!all)
     return;
   s.deviceChosen = true;
-  createNccl(comm);
+  // Over host memory, ranks may share a GPU: no NCCL communicator.
+  if (!hostCollectives())
+    createNccl(comm);
 }
 
 ncclComm_t zrt::cuda::ncclOf(zrt_comm *comm) {
+  if (hostCollectives())
+    fatal("NCCL: no communicator with --collectives host");
   CommState &s = state();
   if (!comm->backend->nccl && comm != s.world) {
     // A Group's communicator (Groups.h): split from its parent's at its
@@ -154,6 +158,9 @@ ncclComm_t zrt::cuda::ncclOf(zrt_comm *comm) {
 }
 
 cudaStream_t zrt::cuda::commStream(zrt_comm *comm) {
+  // Host collectives run their copies on the compute stream.
+  if (hostCollectives())
+    return computeStream();
   ncclOf(comm);
   return comm->backend->stream;
 }
@@ -166,10 +173,11 @@ void zrt::cuda::commAfterCompute(zrt_comm *comm) {
 }
 
 int64_t zrt::cuda::recordToken(zrt_comm *comm) {
+  cudaStream_t stream = comm ? comm->backend->stream : computeStream();
   return state().tokens.start([&](cudaEvent_t &event, bool fresh) {
     if (fresh)
       ZRT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    ZRT_CUDA_CHECK(cudaEventRecord(event, comm->backend->stream));
+    ZRT_CUDA_CHECK(cudaEventRecord(event, stream));
   });
 }
 
@@ -238,6 +246,8 @@ Tokens zrt::reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
                                  int64_t &sumAt) {
   const char *call = "reduceScatterInPlace";
   checkPerRank(comm, counts, displs, call);
+  if (hostCollectives())
+    return host::reduceScatterInPlace(comm, dtype, buf, counts, displs, sumAt);
   ncclComm_t nccl = ncclOf(comm);
   ncclDataType_t type = ncclType(dtype, call);
   cudaStream_t stream = commStream(comm);
@@ -257,6 +267,13 @@ Tokens zrt::reduceScatterInPlace(zrt_comm *comm, int32_t dtype, void *buf,
 
 bool zrt::readsPeersDirectly(const zrt_comm *) { return false; }
 
+std::string zrt::selectCollectives(const std::string &kind) {
+  if (!kind.empty() && kind != "nccl" && kind != "host")
+    return "collectives '" + kind + "': expected nccl or host";
+  hostCollectives(kind.empty() ? "nccl" : kind.c_str());
+  return "";
+}
+
 bool zrt::reduceScatterAddPieces(zrt_comm *, int32_t,
                                  const std::vector<BufferPiece> &,
                                  const std::vector<int> &,
@@ -270,6 +287,8 @@ Tokens zrt::reduceToOwners(zrt_comm *comm, int32_t dtype, void *buf,
                            const std::vector<int> &displs) {
   const char *call = "reduceToOwners";
   checkPerRank(comm, counts, displs, call);
+  if (hostCollectives())
+    return host::reduceToOwners(comm, dtype, buf, counts, displs);
   ncclDataType_t type = ncclType(dtype, call);
   cudaStream_t stream = commStream(comm);
   commAfterCompute(comm);
@@ -285,6 +304,9 @@ Tokens zrt::allToAllBytes(zrt_comm *comm, const void *send,
   const char *call = "allToAllBytes";
   checkAllToAllCounts(call, comm->size, sendCounts, sendDispls, recvCounts,
                       recvDispls);
+  if (hostCollectives())
+    return host::allToAllBytes(comm, send, sendCounts, sendDispls, recv,
+                               recvCounts, recvDispls);
   size_t n = size_t(comm->size);
   ncclComm_t nccl = ncclOf(comm);
   cudaStream_t stream = commStream(comm);
@@ -310,6 +332,8 @@ Tokens zrt::allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
                              const std::vector<int> &displs) {
   const char *call = "allGatherInPlace";
   checkPerRank(comm, counts, displs, call);
+  if (hostCollectives())
+    return host::allGatherInPlace(comm, dtype, buf, counts, displs);
   ncclComm_t nccl = ncclOf(comm);
   ncclDataType_t type = ncclType(dtype, call);
   cudaStream_t stream = commStream(comm);
@@ -333,6 +357,8 @@ Tokens zrt::allGatherInPlace(zrt_comm *comm, int32_t dtype, void *buf,
 }
 
 Tokens zrt::allReduceStats(zrt_comm *comm, const float *in, float *out) {
+  if (hostCollectives())
+    return host::allReduceStats(comm, in, out);
   ncclComm_t nccl = ncclOf(comm);
   cudaStream_t stream = commStream(comm);
   commAfterCompute(comm);
@@ -352,6 +378,8 @@ extern "C" int64_t zrt_all_gather(zrt_comm *comm, int32_t dtype, const void *in,
                                   void *out, int64_t count) {
   checkDims("zrt_all_gather", count);
   ncclDataType_t type = ncclType(dtype, "zrt_all_gather");
+  if (hostCollectives())
+    return host::allGather(comm, dtype, in, out, count);
   commAfterCompute(comm);
   if (count > 0)
     ZRT_NCCL_CHECK(ncclAllGather(in, out, size_t(count), type, ncclOf(comm),
@@ -370,6 +398,8 @@ extern "C" int64_t zrt_reduce_scatter(zrt_comm *comm, int32_t dtype,
   if (count > 0 && o + size_t(count) * eb > lo &&
       o < lo + size_t(comm->size) * size_t(count) * eb)
     fatal("zrt_reduce_scatter: the output overlaps the input");
+  if (hostCollectives())
+    return host::reduceScatter(comm, dtype, in, out, count);
   commAfterCompute(comm);
   if (count > 0)
     ZRT_NCCL_CHECK(ncclReduceScatter(in, out, size_t(count), type, ncclSum,
@@ -382,6 +412,8 @@ extern "C" int64_t zrt_reduce(zrt_comm *comm, int32_t dtype, const void *in,
   checkDims("zrt_reduce", count);
   checkRoot(comm, root, "zrt_reduce");
   ncclDataType_t type = ncclType(dtype, "zrt_reduce");
+  if (hostCollectives())
+    return host::reduce(comm, dtype, in, out, count, root);
   commAfterCompute(comm);
   if (count > 0)
     ZRT_NCCL_CHECK(ncclReduce(in, out, size_t(count), type, ncclSum, root,
@@ -395,6 +427,8 @@ extern "C" int64_t zrt_all_reduce(zrt_comm *comm, int32_t dtype, int32_t op,
   ncclDataType_t type = ncclType(dtype, "zrt_all_reduce");
   if (op != ZRT_SUM && op != ZRT_MAX)
     fatal("zrt_all_reduce: unknown reduce op %d", int(op));
+  if (hostCollectives())
+    return host::allReduce(comm, dtype, op, in, out, count);
   commAfterCompute(comm);
   if (count > 0)
     ZRT_NCCL_CHECK(ncclAllReduce(in, out, size_t(count), type,
@@ -502,6 +536,8 @@ void reduceLevels(Group &g, int32_t dtype, void *buf,
 Tokens zrt::twoLevelAllGather(Group &g, int32_t dtype, const void *in,
                               void *buf, const std::vector<int> &counts,
                               const std::vector<int> &displs) {
+  if (hostCollectives())
+    return host::twoLevelAllGather(g, dtype, in, buf, counts, displs);
   cudaStream_t stream = commStream(g.members);
   commAfterCompute(g.members);
   char *mine = at(buf, displs[size_t(g.me)], dtype);
@@ -517,6 +553,8 @@ Tokens zrt::twoLevelReduce(Group &g, int32_t dtype, void *buf,
                            const std::vector<int> &counts,
                            const std::vector<int> &displs,
                            const std::vector<int32_t> &ops) {
+  if (hostCollectives())
+    return host::twoLevelReduce(g, dtype, buf, counts, displs, ops);
   cudaStream_t stream = commStream(g.members);
   commAfterCompute(g.members);
   reduceLevels(g, dtype, buf, counts, displs, ops, stream);
@@ -527,6 +565,8 @@ Tokens zrt::twoLevelAllReduce(Group &g, int32_t dtype, const void *in,
                               void *out, const std::vector<int> &counts,
                               const std::vector<int> &displs,
                               const std::vector<int32_t> &ops) {
+  if (hostCollectives())
+    return host::twoLevelAllReduce(g, dtype, in, out, counts, displs, ops);
   cudaStream_t stream = commStream(g.members);
   commAfterCompute(g.members);
   if (in != out) {
