@@ -15,9 +15,13 @@ def sec_gpu(r):
     device copy, and a GPT-2 step in PyTorch eager and from zero-mlir."""
     kern = load(r, "gpu_kernels.json")
     runs = [(dt, load(r, "gpu_gpt2_torch_%s.json" % dt),
+             load(r, "gpu_gpt2_torch_compile_%s.json" % dt),
              load(r, "gpu_gpt2_zero_%s.json" % dt)) for dt in GPU_DTYPES]
+    llama = [load(r, "gpu_llama_%s.json" % k)
+             for k in ("torch_eager", "torch_compile", "zero")]
     machine = load(r, "gpu_machine.json")
-    parts = [d for d in [kern] + [x for _, t, z in runs for x in (t, z)] if d]
+    parts = [d for d in [kern] + [x for run in runs for x in run[1:]] + llama
+             if d]
     if not parts:
         return None
     if all("skipped" in d for d in parts):
@@ -54,8 +58,9 @@ def sec_gpu(r):
     elif kern:
         out.append("Kernels: not measured (%s)." % kern["skipped"])
     rows, ratios = [], []
-    for dt, torch, zero in runs:
+    for dt, torch, compiled, zero in runs:
         for label, d in (("PyTorch eager (`bench/gpu/gpt2_torch.py`)", torch),
+                         ("PyTorch `torch.compile` (`--compile`)", compiled),
                          ("zero-mlir `--target cuda`", zero)):
             if not d:
                 continue
@@ -70,6 +75,10 @@ def sec_gpu(r):
         if torch and zero and "skipped" not in torch and "skipped" not in zero:
             ratios.append("%s %.3f" % (dt, zero["step_ms_median"] /
                                        torch["step_ms_median"]))
+        if compiled and zero and "skipped" not in compiled and \
+                "skipped" not in zero:
+            ratios.append("%s %.3f of torch.compile's" % (
+                dt, zero["step_ms_median"] / compiled["step_ms_median"]))
     if rows:
         if out:
             out.append("")
@@ -83,7 +92,45 @@ def sec_gpu(r):
         if ratios:
             out += ["", "zero-mlir step time / PyTorch step time: %s." %
                     ", ".join(ratios)]
+    out += llama_table(llama, bool(out))
     return "\n".join(out)
+
+
+def llama_table(runs, after):
+    """bench/gpu/run.sh's llama part: the same Llama-3.2-1B-shaped step in
+    PyTorch eager, torch.compile and zero-mlir, each at its largest micro
+    batch."""
+    labels = ("PyTorch eager", "PyTorch `torch.compile` (fused AdamW, flash "
+              "attention)", "zero-mlir `--target cuda`")
+    rows = []
+    for label, d in zip(labels, runs):
+        if not d:
+            continue
+        if "skipped" in d:
+            rows.append("| %s | not measured: %s | | | |" % (label,
+                                                             d["skipped"]))
+            continue
+        mfu = d.get("mfu")
+        rows.append("| %s | %d x %d | %.1f | %.0f | %s |" % (
+            label, d["batch"], d["seq"], d["step_ms_median"],
+            d["tokens_per_s"], "%.1f%%" % (100 * mfu) if mfu else "?"))
+    if not rows:
+        return []
+    out = ([""] if after else []) + [
+        "A Llama-3.2-1B-shaped model (16 layers, hidden 2048, 32 heads and 8 "
+        "KV heads, MLP 8192, vocabulary 128256, tied), bf16 at sequence "
+        "2048, AdamW, each at the largest micro batch that fits the GPU "
+        "(PyTorch's by running out of memory, zero-mlir's by its plan); "
+        "MFU counts 6 x parameters + 12 x layers x hidden x sequence FLOPs "
+        "a token:", "",
+        "| implementation | batch x seq | step ms | tokens/s | MFU |",
+        "|---|---|---:|---:|---:|"] + rows
+    compiled, zero = runs[1], runs[2]
+    if compiled and zero and "skipped" not in compiled and \
+            "skipped" not in zero:
+        out += ["", "zero-mlir tokens/s / torch.compile's: %.3f." % (
+            zero["tokens_per_s"] / compiled["tokens_per_s"])]
+    return out
 
 
 def sec_gpu_profile(r):

@@ -7,7 +7,7 @@
 #   scripts/gpu-bundle.sh [build-dir] OUT-DIR/    (the bundle's folder, as is)
 #
 # GPU_BUNDLE_PARTS picks what is compiled (default all: e2e offload wide
-# models shared gpt2 capacity library); GPU_BUNDLE_DTYPES the dtypes of the e2e, models
+# models shared gpt2 llama capacity library); GPU_BUNDLE_DTYPES the dtypes of the e2e, models
 # and offload steps (default f32 bf16); CAPACITY_ARGS are passed to
 # bench/gpu/offload_capacity.py plan (e.g. another GPU's --device-memory).
 # GPU_BUNDLE_TARGET=cpu compiles the offload and models parts for the CPU
@@ -44,6 +44,10 @@
 #           for bench/gpu/run.sh ONLY=offload
 #   gpt2/   GPT-2 124M compiled with --target cuda (bf16 and fp32), the
 #           zero-mlir side of bench/gpu/run.sh
+#   llama/  a Llama-3.2-1B-shaped step (bf16, sequence 2048) compiled with
+#           --target cuda at micro batches 4, 8, 16 and 32, and plans.json
+#           their planned peaks (bench/gpu/llama_programs.sh), the zero-mlir
+#           side of bench/gpu/run.sh's llama part
 #   lib/    every shared library those programs load that is not part of
 #           glibc, libstdc++ or the CUDA/NCCL stack (Open MPI with its MCA
 #           components, OpenBLAS, libgomp, ...), found with ldd here
@@ -91,7 +95,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 B=$stage/bundle
 mkdir -p "$B/bin" "$B/e2e" "$B/gpt2" "$B/lib"
-parts=${GPU_BUNDLE_PARTS:-e2e offload wide models shared gpt2 capacity library}
+parts=${GPU_BUNDLE_PARTS:-e2e offload wide models shared gpt2 llama capacity library}
 want() { [[ " $parts " == *" $1 "* ]]; }
 dtypes=${GPU_BUNDLE_DTYPES:-f32 bf16}
 target=${GPU_BUNDLE_TARGET:-cuda}
@@ -362,6 +366,10 @@ want gpt2 && for dt in bf16 f32; do
     -o "$B/gpt2/gpt2_$dt"
 done
 
+# --- a Llama-3.2-1B-shaped step per micro batch, for bench/gpu/run.sh -------
+# (its llama part runs the largest whose plan fits the GPU)
+want llama && "$ROOT/bench/gpu/llama_programs.sh" "$BIN" "$B/llama" >/dev/null
+
 # --- the largest GPT-2 per offload mode, for bench/gpu/run.sh ONLY=offload --
 if want capacity; then
   mkdir -p "$B/capacity"
@@ -393,7 +401,7 @@ fi
 # glibc, the C++ runtime (the GPU machine's is newer) and the CUDA stack (the
 # GPU machine's driver decides which of those work) are not carried.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libnccl|libcublas|libcudart)'
-mapfile -t programs < <(find "$B/e2e" "$B/gpt2" "$B/capacity" "$B/library" "$B/shared" -type f \
+mapfile -t programs < <(find "$B/e2e" "$B/gpt2" "$B/llama" "$B/capacity" "$B/library" "$B/shared" -type f \
   -perm -u+x 2>/dev/null | sort)
 [ ${#programs[@]} -gt 0 ] || { echo "gpu-bundle: no programs" \
   "(GPU_BUNDLE_PARTS='$parts')" >&2; exit 1; }

@@ -18,7 +18,9 @@
 # capacity (not
 # by default: bench/gpu/run.sh ONLY=offload, the largest GPT-2 per offload
 # mode, OFFLOAD_MODES of them, see bench/gpu/offload_capacity.py), bench
-# (bench/gpu/run.sh with PREBUILT, bf16 and fp32), profile (Nsight Compute's
+# (bench/gpu/run.sh with PREBUILT: the kernels and GPT-2 124M in PyTorch
+# eager, torch.compile and zero-mlir, bf16 and fp32), llama (run.sh's llama
+# part: a Llama-3.2-1B-shaped step the same three ways), profile (Nsight Compute's
 # time of every kernel of two GPT-2 124M steps, and torch.profiler's of the
 # PyTorch baseline; bench/gpu/kernel_table.py sums them). One rank: Open MPI
 # starts as an isolated singleton, so no mpirun is needed. Exits non-zero if
@@ -27,7 +29,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ $# -lt 2 ]; then
   echo "usage: scripts/gpu-check.sh BUNDLE-DIR RESULTS-DIR" \
-    "[unit|e2e|models|shared|offload|library|capacity|bench|profile ...]" >&2
+    "[unit|e2e|models|shared|offload|library|capacity|bench|llama|profile ...]" >&2
   exit 2
 fi
 BUNDLE=$(cd "$1" && pwd)
@@ -35,7 +37,7 @@ R=$2
 mkdir -p "$R"
 R=$(cd "$R" && pwd)
 shift 2
-parts=${*:-unit e2e models shared offload library bench profile}
+parts=${*:-unit e2e models shared offload library bench llama profile}
 want() { [[ " $parts " == *" $1 "* ]]; }
 
 # The GPU machine's CUDA libraries: the toolkit's, else the ones pip installed
@@ -239,11 +241,24 @@ fi
 
 if want bench; then
   mkdir -p "$R/bench"
-  if DTYPES="bf16 fp32" PREBUILT=$BUNDLE RESULTS=$R/bench \
-      "$ROOT/bench/gpu/run.sh" >"$R/bench/run.log" 2>&1; then
+  if ONLY="kernels torch zero" DTYPES="bf16 fp32" PREBUILT=$BUNDLE \
+      RESULTS=$R/bench "$ROOT/bench/gpu/run.sh" >"$R/bench/run.log" 2>&1; then
     note "RAN bench: $(grep -E 'median step' "$R/bench/run.log" | tr '\n' ' ')"
   else
     note "FAIL bench: $(tail -5 "$R/bench/run.log" | tr '\n' ' ')"
+  fi
+fi
+
+# The Llama-3.2-1B-shaped step in PyTorch eager, torch.compile and
+# zero-mlir, each at the largest micro batch that fits (bench/gpu/run.sh
+# ONLY=llama): a call of its own, for a command's time limit.
+if want llama; then
+  mkdir -p "$R/bench"
+  if ONLY=llama PREBUILT=$BUNDLE RESULTS=$R/bench \
+      "$ROOT/bench/gpu/run.sh" >"$R/bench/llama.log" 2>&1; then
+    note "RAN llama: $(grep -E 'tokens/s|median step' "$R/bench/llama.log" | tr '\n' ' ')"
+  else
+    note "FAIL llama: $(tail -5 "$R/bench/llama.log" | tr '\n' ' ')"
   fi
 fi
 

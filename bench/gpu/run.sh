@@ -4,10 +4,16 @@
 #   kernels  zrt-cuda-bench: the CUDA fused Adam and overflow check against a
 #            device-to-device copy -> bench/results/gpu_kernels.json
 #   torch    bench/gpu/gpt2_torch.py: a GPT-2 124M training step in PyTorch
-#            eager -> bench/results/gpu_gpt2_torch_DTYPE.json
+#            eager and torch.compile'd -> bench/results/
+#            gpu_gpt2_torch_DTYPE.json, gpu_gpt2_torch_compile_DTYPE.json
 #   zero     the same step from zero-model-gen gpt2 | zero-compile --target
 #            cuda, trained with --log-json on the same tokens ->
 #            bench/results/gpu_gpt2_zero_DTYPE.json
+#   llama    a Llama-3.2-1B-shaped step in bf16 at sequence 2048, PyTorch
+#            eager, torch.compile and zero-mlir, each at the largest micro
+#            batch that fits -> bench/results/gpu_llama_{torch_eager,
+#            torch_compile,zero}.json (LLAMA_SEQ, LLAMA_STEPS 10,
+#            LLAMA_MAX_BATCH 32, LLAMA_BATCHES "4 8 16 32")
 #   offload  (only when ONLY names it) bench/gpu/offload_capacity.py: the
 #            largest GPT-2 whose plan fits the GPU, host memory and disk with
 #            each offload mode, trained a few steps -> bench/results/
@@ -28,14 +34,16 @@
 # machine, so no zero-compile) records why it was skipped and the others
 # still run.
 #
-# Environment: ONLY (a subset of "kernels torch zero offload", default the
-# first three), DTYPES (of bf16 and
+# Environment: ONLY (a subset of "kernels torch zero llama offload", default
+# the first four), DTYPES (of bf16 and
 # fp32, default both), BATCH (8), SEQ (1024), STEPS (timed steps, 20),
 # WARMUP (3), LOG2_PARAMS (kernel sizes, 24,28), REPS (20), RESULTS (bench/results).
 # On a GPU machine without the toolchain, PREBUILT=DIR takes the programs
 # from an unpacked scripts/gpu-bundle.sh archive instead of a build:
 # DIR/bin/zrt-cuda-bench, DIR/gpt2/gpt2_{bf16,f32} (GPT-2 124M, batch 8,
-# seq 1024) and DIR/capacity (the offload part's sizes.json and programs).
+# seq 1024), DIR/llama (llama_bB per planned batch B and plans.json, their
+# planned peaks) and DIR/capacity (the offload part's sizes.json and
+# programs).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,7 +51,7 @@ root=$(cd "$here/../.." && pwd)
 results=${RESULTS:-$root/bench/results}
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
-only=${ONLY:-kernels torch zero}
+only=${ONLY:-kernels torch zero llama}
 want() { [[ " $only " == *" $1 "* ]]; }
 dtypes=${DTYPES:-bf16 fp32}
 batch=${BATCH:-8}
@@ -168,46 +176,28 @@ zero_step() {
   fi
   "$work/gpt2-cuda" --steps "$((warmup + steps))" --data "$data/tokens.bin" \
     --log-json "$work/log.jsonl" --quiet || return 1
-  # The median step_ms (slowest rank) of the steps after the warm-up.
-  python3 - "$work/log.jsonl" "$results/gpu_gpt2_zero_$dtype.json" "$warmup" \
-    "$batch" "$seq" "$dtype" <<'PY'
-import json, math, statistics, sys
-log, out, warmup, batch, seq, dtype = sys.argv[1:]
-warmup, batch, seq = int(warmup), int(batch), int(seq)
-lines = [json.loads(l) for l in open(log) if l.strip()]
-timed = lines[warmup:]
-if not timed:
-    sys.exit("no steps after the warm-up in " + log)
-ms = [l["step_ms"] for l in timed]
-losses = [l["loss"] for l in timed]
-if not all(math.isfinite(x) for x in losses):
-    sys.exit("non-finite loss: %s" % losses)
-median = statistics.median(ms)
-json.dump({
-    "model": "gpt2", "layers": 12, "hidden": 768, "heads": 12,
-    "vocab": 50257, "batch": batch, "seq": seq, "dtype": dtype,
-    "target": "cuda", "warmup": warmup, "steps": len(timed),
-    "step_ms_median": median, "step_ms": ms,
-    "tokens_per_s": batch * seq / (median / 1000.0),
-    "loss_first": losses[0], "loss_last": losses[-1],
-    "skipped_steps": sum(1 for l in timed if l.get("skipped")),
-    "peak_bytes": max(l.get("peak_bytes", 0) for l in timed),
-    "data": "repository text",
-}, open(out, "w"), indent=2)
-print("zero-mlir: median step %.2f ms" % median)
-PY
+  # GPT-2 124M's parameters (tied, 1024 positions), as the model counts them.
+  python3 "$here/zero_result.py" "$work/log.jsonl" \
+    "$results/gpu_gpt2_zero_$dtype.json" --warmup "$warmup" --batch "$batch" \
+    --seq "$seq" --dtype "$dtype" --model gpt2 --params 124439808 \
+    --layers 12 --hidden 768 --heads 12 --vocab 50257 --gpu "$gpu"
 }
 
 for dtype in $dtypes; do
   if want torch; then
-    echo "== GPT-2 step, PyTorch eager, $dtype"
-    rm -f "$results/gpu_gpt2_torch_$dtype.json"
-    if ! python3 "$here/gpt2_torch.py" --batch "$batch" --seq "$seq" \
-        --steps "$steps" --warmup "$warmup" --dtype "$dtype" \
-        --data "$data/tokens.bin" \
-        --json "$results/gpu_gpt2_torch_$dtype.json"; then
-      failed+=("torch $dtype")
-    fi
+    for mode in eager compile; do
+      echo "== GPT-2 step, PyTorch $mode, $dtype"
+      out=$results/gpu_gpt2_torch_$dtype.json
+      flags=()
+      [[ $mode == compile ]] &&
+        { out=$results/gpu_gpt2_torch_compile_$dtype.json; flags=(--compile); }
+      rm -f "$out"
+      if ! python3 "$here/gpt2_torch.py" --batch "$batch" --seq "$seq" \
+          --steps "$steps" --warmup "$warmup" --dtype "$dtype" \
+          --data "$data/tokens.bin" "${flags[@]}" --json "$out"; then
+        failed+=("torch $mode $dtype")
+      fi
+    done
   fi
   if want zero; then
     echo "== GPT-2 step, zero-mlir --target cuda, $dtype"
@@ -228,6 +218,71 @@ for dtype in $dtypes; do
     fi
   fi
 done
+
+# A Llama-3.2-1B-shaped model (16 layers, hidden 2048, 32 heads, 8 KV
+# heads, MLP 8192, vocabulary 128256, tied, RoPE base 500000) at sequence
+# 2048 in bf16, each implementation at the largest micro batch that fits
+# the GPU: PyTorch eager and torch.compile find theirs by running out of
+# memory (--batch auto), zero-mlir's is the largest of LLAMA_BATCHES whose
+# planned peak fits the GPU's memory less 2 GiB (the CUDA context).
+llama_dims=(--layers 16 --hidden 2048 --heads 32 --kv-heads 8 --ffn 8192
+  --vocab 128256)
+llama_seq=${LLAMA_SEQ:-2048}
+llama_steps=${LLAMA_STEPS:-10}
+if want llama; then
+  for mode in eager compile; do
+    echo "== Llama-3.2-1B-shaped step, PyTorch $mode, bf16"
+    out=$results/gpu_llama_torch_$mode.json
+    flags=()
+    [[ $mode == compile ]] && flags=(--compile)
+    rm -f "$out"
+    python3 "$here/gpt2_torch.py" --model llama "${llama_dims[@]}" --tied \
+      --rope-theta 500000 --seq "$llama_seq" --batch auto \
+      --max-batch "${LLAMA_MAX_BATCH:-32}" --steps "$llama_steps" \
+      --warmup "$warmup" --dtype bf16 --data "$data/tokens.bin" \
+      "${flags[@]}" --json "$out" || failed+=("llama torch $mode")
+  done
+  echo "== Llama-3.2-1B-shaped step, zero-mlir --target cuda, bf16"
+  rm -f "$results/gpu_llama_zero.json"
+  llama=""
+  if [[ -n $prebuilt ]]; then
+    [[ -f $prebuilt/llama/plans.json ]] && llama=$prebuilt/llama
+    why="not in the bundle"
+  elif why=$(build_targets zero-model-gen zero-opt zero-compile); then
+    llama=$data/llama
+    # shellcheck disable=SC2086
+    "$here/llama_programs.sh" "$build/bin" "$llama" "$llama_seq" \
+      ${LLAMA_BATCHES:-} || { llama=""; failed+=("llama zero"); }
+    why="compile failed"
+  fi
+  if [[ -n $llama ]]; then
+    total=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits |
+      head -1)
+    b=$(python3 -c 'import json,sys
+plans = {int(k): v for k, v in json.load(open(sys.argv[1])).items()}
+fit = [b for b, peak in plans.items() if peak <= int(sys.argv[2]) * 2**20 - 2 * 2**30]
+print(max(fit) if fit else 0)' "$llama/plans.json" "$total")
+    if [[ $b == 0 ]]; then
+      skipped "$results/gpu_llama_zero.json" "no planned batch fits ${total} MiB"
+    else
+      work=$(mktemp -d)
+      if "$llama/llama_b$b" --steps "$((warmup + llama_steps))" \
+          --data "$data/tokens.bin" --log-json "$work/log.jsonl" --quiet; then
+        python3 "$here/zero_result.py" "$work/log.jsonl" \
+          "$results/gpu_llama_zero.json" --warmup "$warmup" --batch "$b" \
+          --seq "$llama_seq" --dtype bf16 --model llama --params 1235814400 \
+          "${llama_dims[@]}" --gpu "$gpu" \
+          --planned-batches "$(cat "$llama/plans.json")" ||
+          failed+=("llama zero")
+      else
+        failed+=("llama zero")
+      fi
+      rm -rf "$work"
+    fi
+  elif [[ ! -f $results/gpu_llama_zero.json ]]; then
+    skipped "$results/gpu_llama_zero.json" "zero-mlir Llama: $why"
+  fi
+fi
 
 # The largest GPT-2 per offload mode (bench/gpu/offload_capacity.py): its
 # sizes planned here (or the bundle's), each trained OFFLOAD_STEPS steps
