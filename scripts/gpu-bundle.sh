@@ -145,6 +145,31 @@ want wide && for dt in f32 bf16; do
     --world-size 1 -o "$B/e2e/wide_${dt}_s3"
 done
 
+# bundle_case DIR TAG RANKS NAME MLIR STEPS RUN [zero-compile args]: compiles
+# a case for RANKS ranks, runs it STEPS steps on the CPU here with RUN (TAG
+# in it stands for DIR wherever the bundle is unpacked) for the reference
+# log DIR/cpu_NAME.json, compiles it for the target as DIR/NAME, and lists
+# it in DIR/cases.txt.
+bundle_case() {
+  local dir=$1 tag=$2 ranks=$3 name=$4 mlir=$5 steps=$6 run=$7; shift 7
+  local launch=()
+  [ "$ranks" = 1 ] || launch=(env OMPI_ALLOW_RUN_AS_ROOT=1
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np "$ranks" --oversubscribe)
+  "$BIN/zero-compile" "$mlir" --world-size "$ranks" "$@" -o "$stage/cpu_$name"
+  # shellcheck disable=SC2086
+  (cd "$dir" && "${launch[@]}" "$stage/cpu_$name" --quiet --steps "$steps" \
+    ${run//$tag/$dir} --log-json "$dir/cpu_$name.json" >/dev/null)
+  # For the CPU backend (GPU_BUNDLE_TARGET=cpu) the bundle's program is the
+  # compile above: zero-compile --target cpu writes the same bytes.
+  if [ "$target" = cpu ]; then
+    cp "$stage/cpu_$name" "$dir/$name"
+  else
+    "$BIN/zero-compile" --target "$target" "$mlir" --world-size "$ranks" \
+      "$@" -o "$dir/$name"
+  fi
+  echo "$name $steps $run" >>"$dir/cases.txt"
+}
+
 # The ops and options that came after the steps above, each beside the CPU
 # backend's run of the same compile: cases.txt holds one line per program,
 # "NAME STEPS ARGS", with @M@ for the models folder wherever it is unpacked.
@@ -153,23 +178,7 @@ want models && {
   mkdir -p "$M"
   cp "$B/e2e/tokens64.bin" "$M/"
   : >"$M/cases.txt"
-  # model: compile and run one case on the CPU here, compile it for CUDA.
-  model() {
-    local name=$1 mlir=$2 steps=$3 run=$4; shift 4
-    "$BIN/zero-compile" "$mlir" --world-size 1 "$@" -o "$stage/cpu_$name"
-    # shellcheck disable=SC2086
-    (cd "$M" && "$stage/cpu_$name" --quiet --steps "$steps" \
-      ${run//@M@/$M} --log-json "$M/cpu_$name.json" >/dev/null)
-    # For the CPU backend (GPU_BUNDLE_TARGET=cpu) the bundle's program is
-    # the compile above: zero-compile --target cpu writes the same bytes.
-    if [ "$target" = cpu ]; then
-      cp "$stage/cpu_$name" "$M/$name"
-    else
-      "$BIN/zero-compile" --target "$target" "$mlir" --world-size 1 "$@" \
-        -o "$M/$name"
-    fi
-    echo "$name $steps $run" >>"$M/cases.txt"
-  }
+  model() { bundle_case "$M" @M@ 1 "$@"; }
   llama() {
     "$BIN/zero-model-gen" llama --layers 2 --hidden 64 --heads 4 \
       --kv-heads 2 --ffn 172 --vocab 64 --seq 32 --batch 8 "$@"
@@ -333,21 +342,7 @@ want shared && {
   python3 "$E2E" npy "$S/x.npy" "$S/y.npy" --rows 32 --features 8 --classes 5 \
     --label-dtype i4 >/dev/null
   : >"$S/cases.txt"
-  shared_case() {
-    local name=$1 mlir=$2 run=$3; shift 3
-    "$BIN/zero-compile" "$mlir" --world-size 2 "$@" -o "$stage/cpu_$name"
-    # shellcheck disable=SC2086
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 \
-      --oversubscribe "$stage/cpu_$name" --quiet --steps 10 ${run//@S@/$S} \
-      --log-json "$S/cpu_$name.json" >/dev/null
-    if [ "$target" = cpu ]; then
-      cp "$stage/cpu_$name" "$S/$name"
-    else
-      "$BIN/zero-compile" --target "$target" "$mlir" --world-size 2 "$@" \
-        -o "$S/$name"
-    fi
-    echo "$name 10 $run" >>"$S/cases.txt"
-  }
+  shared_case() { bundle_case "$S" @S@ 2 "$1" "$2" 10 "${@:3}"; }
   for dt in $dtypes; do
     shared_case "${dt}_s3_w2" "$stage/$dt.mlir" "--data @S@/tokens64.bin" \
       --stage 3

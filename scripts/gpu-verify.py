@@ -68,32 +68,18 @@ def losses(r, name, ref, rtol, steps, part="e2e"):
           diff <= rtol and peaks and not skipped)
 
 
-def models(r):
-    """The models cases (cases.txt: NAME STEPS ARGS) against the CPU
-    backend's run of the same compile, with test/E2E/cuda's tolerances:
-    2e-4 relative in fp32, 2e-2 in bf16."""
-    path = os.path.join(r, "models", "cases.txt")
+def cases(r, part):
+    """A part's cases (cases.txt: NAME STEPS ARGS) against the CPU backend's
+    run of the same compile, with test/E2E/cuda's tolerances: 2e-4
+    relative in fp32, 2e-2 in bf16."""
+    path = os.path.join(r, part, "cases.txt")
     if not os.path.exists(path):
-        check("models", False, "no models/cases.txt")
-        return
-    for line in open(path):
-        name, steps = line.split()[:2]
-        losses(r, name, "cpu_" + name, 2e-2 if "_bf16_" in name else 2e-4,
-               int(steps), "models")
-
-
-def shared(r):
-    """The shared cases (2 ranks on one GPU, --collectives host) against the
-    CPU backend's run of the same compile on 2 ranks, with the models'
-    tolerances."""
-    path = os.path.join(r, "shared", "cases.txt")
-    if not os.path.exists(path):
-        check("shared", False, "no shared/cases.txt")
+        check(part, False, "no %s/cases.txt" % part)
         return
     for line in open(path):
         name, steps = line.split()[:2]
         losses(r, name, "cpu_" + name, 2e-2 if "bf16_" in name else 2e-4,
-               int(steps), "shared")
+               int(steps), part)
 
 
 def fp16(r):
@@ -238,9 +224,10 @@ def main():
             losses(r, "wide_f32_s3", "cpu_wide_f32", 2e-4, 5)
             losses(r, "wide_bf16_s3", "cpu_wide_bf16", 2e-2, 5)
     if "models" in parts:
-        models(r)
+        cases(r, "models")
+    # 2 ranks on one GPU, --collectives host.
     if "shared" in parts:
-        shared(r)
+        cases(r, "shared")
     if "fp16" in parts:
         fp16(r)
     if "offload" in parts:

@@ -286,7 +286,8 @@ def main():
     p.add_argument("--batch", default="8",
                    help="micro batch, or auto: the largest that fits, from "
                    "--max-batch down")
-    p.add_argument("--max-batch", type=int, default=64)
+    p.add_argument("--max-batch", type=int, default=64,
+                   help="with --batch auto, the first tried (default 64)")
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--steps", type=int, default=20,
                    help="timed steps (default 20)")

@@ -224,6 +224,23 @@ void parseStepRange(const std::string &opt, const std::string &text,
          text + "'");
 }
 
+/// What the environment sets that the command line did not.
+void readEnvironment(Options &o) {
+  if (o.collectives.empty())
+    if (const char *env = std::getenv("ZRT_COLLECTIVES"); env && *env) {
+      o.collectives = env;
+      if (o.collectives != "host" && o.collectives != "nccl")
+        fail("ZRT_COLLECTIVES needs host or nccl, got '" + o.collectives + "'");
+    }
+  if (o.ranksPerNode == 0)
+    if (const char *env = std::getenv("ZRT_RANKS_PER_NODE"); env && *env) {
+      o.ranksPerNode = parseRanksPerNode("ZRT_RANKS_PER_NODE", env);
+      o.ranksPerNodeFromEnv = true;
+    }
+  if (const char *kill = std::getenv("ZRT_TEST_KILL_AT_STEP"); kill && *kill)
+    o.killAfterStep = parseKillAtStep(kill);
+}
+
 } // namespace
 
 Options zrt::parseOptions(int argc, char **argv) {
@@ -361,19 +378,7 @@ Options zrt::parseOptions(int argc, char **argv) {
   }
   if (o.help)
     return o;
-  if (o.collectives.empty())
-    if (const char *env = std::getenv("ZRT_COLLECTIVES"); env && *env) {
-      o.collectives = env;
-      if (o.collectives != "host" && o.collectives != "nccl")
-        fail("ZRT_COLLECTIVES needs host or nccl, got '" + o.collectives + "'");
-    }
-  if (o.ranksPerNode == 0)
-    if (const char *env = std::getenv("ZRT_RANKS_PER_NODE"); env && *env) {
-      o.ranksPerNode = parseRanksPerNode("ZRT_RANKS_PER_NODE", env);
-      o.ranksPerNodeFromEnv = true;
-    }
-  if (const char *kill = std::getenv("ZRT_TEST_KILL_AT_STEP"); kill && *kill)
-    o.killAfterStep = parseKillAtStep(kill);
+  readEnvironment(o);
   if (!o.data.empty() && (!o.inputs.empty() || !o.labels.empty()))
     fail("--data (tokens) and --inputs/--labels (features) exclude each other");
   if (o.inputs.empty() != o.labels.empty())

@@ -70,6 +70,16 @@ void toDevice(void *device, const void *host, size_t bytes) {
   ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
 }
 
+/// `bytes` of device memory at `device` in staging buffer `Which`, read once
+/// the compute stream's work so far (the collective's inputs) is complete.
+template <int Which>
+char *stageIn(const void *device, size_t bytes) {
+  char *host = staging<Which>(bytes);
+  afterCompute();
+  toHost(host, device, bytes);
+  return host;
+}
+
 int mpiCount(int64_t count, const char *call) {
   if (count < 0 || count > INT_MAX)
     fatal("%s: count %lld is outside the MPI int range", call,
@@ -127,6 +137,19 @@ int64_t extentOf(const std::vector<int> &counts,
   return end;
 }
 
+/// The segments of a layout (Collectives.h) at `buf`, in staging buffer 0,
+/// and their bytes.
+struct Staged {
+  char *host;
+  size_t bytes;
+};
+Staged stageSegments(const void *buf, int32_t dtype,
+                     const std::vector<int> &counts,
+                     const std::vector<int> &displs) {
+  size_t bytes = size_t(extentOf(counts, displs)) * elementSize(dtype);
+  return {stageIn<0>(buf, bytes), bytes};
+}
+
 /// Segment r summed (by ops[r]) at rank r of `comm`, in place in `host`.
 void reduceToEach(zrt_comm *comm, int32_t dtype, char *host,
                   const std::vector<int> &counts,
@@ -164,11 +187,8 @@ Tokens zrt::cuda::host::reduceScatterInPlace(zrt_comm *comm, int32_t dtype,
                                              int64_t &sumAt) {
   const char *call = "reduceScatterInPlace";
   size_t eb = elementSize(dtype);
-  int64_t end = extentOf(counts, displs);
-  char *in = staging<0>(size_t(end) * eb);
+  char *in = stageSegments(buf, dtype, counts, displs).host;
   char *out = staging<1>(size_t(counts[size_t(comm->rank)]) * eb);
-  afterCompute();
-  toHost(in, buf, size_t(end) * eb);
   Typed t = typed(dtype, ZRT_SUM, call);
   // MPI_Reduce_scatter reads the segments consecutively from the first.
   MPI_Reduce_scatter(in + size_t(displs[0]) * eb, out, counts.data(), t.type,
@@ -183,10 +203,7 @@ Tokens zrt::cuda::host::reduceToOwners(zrt_comm *comm, int32_t dtype, void *buf,
                                        const std::vector<int> &counts,
                                        const std::vector<int> &displs) {
   size_t eb = elementSize(dtype);
-  int64_t end = extentOf(counts, displs);
-  char *host = staging<0>(size_t(end) * eb);
-  afterCompute();
-  toHost(host, buf, size_t(end) * eb);
+  char *host = stageSegments(buf, dtype, counts, displs).host;
   reduceToEach(comm, dtype, host, counts, displs,
                std::vector<int32_t>(size_t(comm->size), ZRT_SUM),
                "reduceToOwners");
@@ -200,20 +217,17 @@ Tokens zrt::cuda::host::allGatherInPlace(zrt_comm *comm, int32_t dtype,
                                          void *buf,
                                          const std::vector<int> &counts,
                                          const std::vector<int> &displs) {
-  size_t eb = elementSize(dtype);
-  int64_t end = extentOf(counts, displs);
-  char *host = staging<0>(size_t(end) * eb);
-  afterCompute();
-  toHost(host, buf, size_t(end) * eb);
+  Staged in = stageSegments(buf, dtype, counts, displs);
   MPI_Datatype type = dtype == ZRT_F32 ? MPI_FLOAT : MPI_UINT16_T;
-  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, counts.data(),
+  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, in.host, counts.data(),
                  displs.data(), type, comm->comm);
-  toDevice(buf, host, size_t(end) * eb);
+  toDevice(buf, in.host, in.bytes);
   return {completeToken()};
 }
 
 Tokens zrt::cuda::host::allReduceStats(zrt_comm *comm, const float *in,
                                        float *out) {
+  // {flag, norm} in, their reductions at host + 2.
   float *host = reinterpret_cast<float *>(staging<0>(4 * sizeof(float)));
   afterCompute();
   toHost(host, in, 2 * sizeof(float));
@@ -241,12 +255,9 @@ Tokens zrt::cuda::host::allToAllBytes(zrt_comm *comm, const void *send,
     sendEnd = std::max(sendEnd, sendDispls[r] + sendCounts[r]);
     recvEnd = std::max(recvEnd, recvDispls[r] + recvCounts[r]);
   }
-  char *hostSend = staging<0>(size_t(sendEnd));
-  char *hostRecv = staging<1>(size_t(recvEnd));
-  afterCompute();
-  toHost(hostSend, send, size_t(sendEnd));
+  char *hostSend = stageIn<0>(send, size_t(sendEnd));
   // What lies between the received pieces is copied back unchanged.
-  toHost(hostRecv, recv, size_t(recvEnd));
+  char *hostRecv = stageIn<1>(recv, size_t(recvEnd));
   MPI_Alltoallv(hostSend, sc.data(), sd.data(), MPI_BYTE, hostRecv, rc.data(),
                 rd.data(), MPI_BYTE, comm->comm);
   toDevice(recv, hostRecv, size_t(recvEnd));
@@ -256,10 +267,8 @@ Tokens zrt::cuda::host::allToAllBytes(zrt_comm *comm, const void *send,
 int64_t zrt::cuda::host::allGather(zrt_comm *comm, int32_t dtype,
                                    const void *in, void *out, int64_t count) {
   size_t bytes = size_t(count) * elementSize(dtype);
-  char *hostIn = staging<0>(bytes);
+  char *hostIn = stageIn<0>(in, bytes);
   char *hostOut = staging<1>(bytes * size_t(comm->size));
-  afterCompute();
-  toHost(hostIn, in, bytes);
   MPI_Datatype type = dtype == ZRT_F32 ? MPI_FLOAT : MPI_UINT16_T;
   int n = mpiCount(count, "zrt_all_gather");
   MPI_Allgather(hostIn, n, type, hostOut, n, type, comm->comm);
@@ -271,10 +280,8 @@ int64_t zrt::cuda::host::reduceScatter(zrt_comm *comm, int32_t dtype,
                                        const void *in, void *out,
                                        int64_t count) {
   size_t bytes = size_t(count) * elementSize(dtype);
-  char *hostIn = staging<0>(bytes * size_t(comm->size));
+  char *hostIn = stageIn<0>(in, bytes * size_t(comm->size));
   char *hostOut = staging<1>(bytes);
-  afterCompute();
-  toHost(hostIn, in, bytes * size_t(comm->size));
   Typed t = typed(dtype, ZRT_SUM, "zrt_reduce_scatter");
   MPI_Reduce_scatter_block(hostIn, hostOut,
                            mpiCount(count, "zrt_reduce_scatter"), t.type, t.op,
@@ -286,10 +293,8 @@ int64_t zrt::cuda::host::reduceScatter(zrt_comm *comm, int32_t dtype,
 int64_t zrt::cuda::host::reduce(zrt_comm *comm, int32_t dtype, const void *in,
                                 void *out, int64_t count, int32_t root) {
   size_t bytes = size_t(count) * elementSize(dtype);
-  char *hostIn = staging<0>(bytes);
+  char *hostIn = stageIn<0>(in, bytes);
   char *hostOut = staging<1>(bytes);
-  afterCompute();
-  toHost(hostIn, in, bytes);
   Typed t = typed(dtype, ZRT_SUM, "zrt_reduce");
   MPI_Reduce(hostIn, hostOut, mpiCount(count, "zrt_reduce"), t.type, t.op, root,
              comm->comm);
@@ -301,10 +306,8 @@ int64_t zrt::cuda::host::reduce(zrt_comm *comm, int32_t dtype, const void *in,
 int64_t zrt::cuda::host::allReduce(zrt_comm *comm, int32_t dtype, int32_t op,
                                    const void *in, void *out, int64_t count) {
   size_t bytes = size_t(count) * elementSize(dtype);
-  char *hostIn = staging<0>(bytes);
+  char *hostIn = stageIn<0>(in, bytes);
   char *hostOut = staging<1>(bytes);
-  afterCompute();
-  toHost(hostIn, in, bytes);
   Typed t = typed(dtype, op, "zrt_all_reduce");
   MPI_Allreduce(hostIn, hostOut, mpiCount(count, "zrt_all_reduce"), t.type,
                 t.op, comm->comm);
@@ -373,15 +376,12 @@ Tokens zrt::cuda::host::twoLevelAllGather(Group &g, int32_t dtype,
                                           const std::vector<int> &counts,
                                           const std::vector<int> &displs) {
   size_t eb = elementSize(dtype);
-  int64_t end = extentOf(counts, displs);
-  char *host = staging<0>(size_t(end) * eb);
-  afterCompute();
-  toHost(host, buf, size_t(end) * eb);
+  Staged staged = stageSegments(buf, dtype, counts, displs);
   if (in && counts[size_t(g.me)] > 0)
-    toHost(host + size_t(displs[size_t(g.me)]) * eb, in,
+    toHost(staged.host + size_t(displs[size_t(g.me)]) * eb, in,
            size_t(counts[size_t(g.me)]) * eb);
-  gatherLevels(g, dtype, host, counts, displs);
-  toDevice(buf, host, size_t(end) * eb);
+  gatherLevels(g, dtype, staged.host, counts, displs);
+  toDevice(buf, staged.host, staged.bytes);
   return {completeToken()};
 }
 
@@ -389,13 +389,9 @@ Tokens zrt::cuda::host::twoLevelReduce(Group &g, int32_t dtype, void *buf,
                                        const std::vector<int> &counts,
                                        const std::vector<int> &displs,
                                        const std::vector<int32_t> &ops) {
-  size_t eb = elementSize(dtype);
-  int64_t end = extentOf(counts, displs);
-  char *host = staging<0>(size_t(end) * eb);
-  afterCompute();
-  toHost(host, buf, size_t(end) * eb);
-  reduceLevels(g, dtype, host, counts, displs, ops);
-  toDevice(buf, host, size_t(end) * eb);
+  Staged staged = stageSegments(buf, dtype, counts, displs);
+  reduceLevels(g, dtype, staged.host, counts, displs, ops);
+  toDevice(buf, staged.host, staged.bytes);
   return {completeToken()};
 }
 
@@ -404,13 +400,9 @@ Tokens zrt::cuda::host::twoLevelAllReduce(Group &g, int32_t dtype,
                                           const std::vector<int> &counts,
                                           const std::vector<int> &displs,
                                           const std::vector<int32_t> &ops) {
-  size_t eb = elementSize(dtype);
-  int64_t end = extentOf(counts, displs);
-  char *host = staging<0>(size_t(end) * eb);
-  afterCompute();
-  toHost(host, in, size_t(end) * eb);
-  reduceLevels(g, dtype, host, counts, displs, ops);
-  gatherLevels(g, dtype, host, counts, displs);
-  toDevice(out, host, size_t(end) * eb);
+  Staged staged = stageSegments(in, dtype, counts, displs);
+  reduceLevels(g, dtype, staged.host, counts, displs, ops);
+  gatherLevels(g, dtype, staged.host, counts, displs);
+  toDevice(out, staged.host, staged.bytes);
   return {completeToken()};
 }
