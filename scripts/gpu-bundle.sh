@@ -329,7 +329,8 @@ PY
 done
 
 # --- ranks sharing one GPU (train --collectives host) ----------------------
-# Stage 3 on 2 ranks for each dtype, and expert parallelism over 2 ranks (the
+# Stage 3 on 2 ranks for each dtype (and in f32 with the parameters and the
+# optimizer offloaded to the host), and expert parallelism over 2 ranks (the
 # Mixtral block of test/E2E/Inputs/moe_model.mlir), which gpu-check.sh runs
 # with both ranks on the one GPU, collectives through MPI over host memory
 # (NCCL refuses two ranks on a device). The CPU backend's run of the same
@@ -347,6 +348,9 @@ want shared && {
     shared_case "${dt}_s3_w2" "$stage/$dt.mlir" "--data @S@/tokens64.bin" \
       --stage 3
   done
+  # Prefetch and release with the parameters and the optimizer on the host.
+  shared_case f32_s3_w2_offload "$stage/f32.mlir" "--data @S@/tokens64.bin" \
+    --stage 3 --offload-param cpu --offload-optimizer cpu
   shared_case moe_ep2_s2_w2 "$ROOT/test/E2E/Inputs/moe_model.mlir" \
     "--inputs @S@/x.npy --labels @S@/y.npy" --stage 2 --ep-size 2
   # Open MPI's launcher (orterun), which starts local ranks itself.
