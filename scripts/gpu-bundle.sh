@@ -306,7 +306,7 @@ want offload && mkdir -p "$B/e2e/offload" && for dt in $dtypes; do
       "$BIN/zero-compile" --target "$target" "$stage/$dt.mlir" --stage $s \
         --world-size 1 $flags -o "$B/e2e/$name"
       "$BIN/zero-opt" "$stage/$dt.mlir" \
-        --zero-pipeline="stage=$s world-size=1 $pipeline" \
+        --zero-pipeline="stage=$s world-size=1 target=$target $pipeline" \
         --zero-report=format=json -o /dev/null >"$stage/report.json"
       "$B/e2e/$name" --print-manifest >"$stage/manifest.json"
       python3 - "$stage/report.json" "$stage/manifest.json" \

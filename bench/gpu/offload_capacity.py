@@ -73,9 +73,11 @@ def size(text):
     return int(float(m.group(1)) * UNITS[m.group(2).lower()])
 
 
-def pipeline_of(flags, stage, remat):
-    """zero-compile's offload flags as zero-pipeline options."""
-    opts = ["stage=%d" % stage, "world-size=1", "remat=" + remat]
+def pipeline_of(flags, stage, remat, target):
+    """zero-compile's offload flags as zero-pipeline options (its --target
+    too: the cuda target pads a 16-bit step's vocabulary)."""
+    opts = ["stage=%d" % stage, "world-size=1", "remat=" + remat,
+            "target=" + target]
     for flag, value in zip(flags[::2], flags[1::2]):
         opts.append("%s=%s" % (flag.lstrip("-"), value))
     return " ".join(opts)
@@ -105,7 +107,8 @@ def plan_of(args, family, flags, layers, work):
             gen_args(family, layers) + ["-o", model])
     out = run([os.path.join(args.bin, "zero-opt"), model,
                "--zero-pipeline=" + pipeline_of(flags, family["stage"],
-                                                family["remat"]),
+                                                family["remat"],
+                                                family.get("target", "cuda")),
                "--zero-report=format=json", "-o", os.devnull])
     r = json.loads(out[out.index("{"):])
     return {"layers": layers, "param_count": r["param_count"],
@@ -125,7 +128,8 @@ def exceeds(p, budgets):
 def cmd_plan(args):
     family = {"model": "gpt2", "hidden": args.hidden, "heads": args.heads,
               "vocab": args.vocab, "seq": args.seq, "batch": args.batch,
-              "dtype": args.dtype, "stage": 3, "remat": args.remat}
+              "dtype": args.dtype, "stage": 3, "remat": args.remat,
+              "target": args.target}
     budgets = {"device": args.device_memory - args.device_reserve,
                "host": args.host_memory - args.host_reserve,
                "nvme": args.nvme_bytes - args.nvme_reserve}
@@ -200,7 +204,9 @@ def cmd_compile(args):
             want = (m["peak_bytes"], m["host_peak_bytes"], m["nvme_bytes"])
             if got != want:
                 sys.exit("offload_capacity: %s: the program plans %r, the "
-                         "report %r" % (m["mode"], got, want))
+                         "report %r (planned for --target %s)" % (
+                             m["mode"], got, want,
+                             family.get("target", "cuda")))
             print("compiled %s: %d layers" % (prog, m["layers"]))
     finally:
         shutil.rmtree(work)
@@ -332,6 +338,8 @@ def main():
     pl.add_argument("--batch", type=int, default=4)
     pl.add_argument("--dtype", default="bf16")
     pl.add_argument("--remat", default="layer")
+    # The backend the sizes are planned for, as compile builds them.
+    pl.add_argument("--target", default="cuda", choices=["cuda", "cpu"])
     pl.add_argument("--max-layers", type=int, default=4096)
     pl.add_argument("--modes", nargs="*", choices=[m for m, _ in MODES])
     pl.add_argument("-o", "--output", required=True)
