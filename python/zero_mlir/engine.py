@@ -56,7 +56,10 @@ class Engine:
 
     Engine(path, init_from=None, seed=1234, **options) opens it
     (collective); options are the executable's that set a run up, as
-    keyword arguments (threads=8, device=1, resume="ckpt", quiet=True).
+    keyword arguments (threads=8, device=1, resume="ckpt", quiet=True,
+    collectives="host"). A process holds one open Engine at a time: close
+    it (or leave its with block) before opening the next; opening a second
+    is a RuntimeError.
     """
 
     def __init__(self, library, init_from=None, seed=1234, **options):

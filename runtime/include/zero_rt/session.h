@@ -86,7 +86,8 @@ int32_t zrt_session_api_version(void);
  * MPI_COMM_WORLD. `*out` is set even on an error (null only when out of
  * memory), so that zrt_session_error can say why; close it either way.
  * Arenas of the plan that do not fit in some rank's memory are ZRT_FAILED
- * on every rank. */
+ * on every rank, and so is a second session while one is open: a process
+ * holds one session at a time (close one, then open the next). */
 zrt_status zrt_session_open(const zrt_program *program, int32_t argc,
                             const char *const *argv, zrt_session **out);
 

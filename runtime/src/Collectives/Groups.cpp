@@ -205,8 +205,12 @@ void zrt::setTopology(zrt_comm *world, int64_t ranksPerNode,
                       const zrt_mesh &mesh) {
   Groups &gs = groups();
   std::lock_guard<std::mutex> lock(gs.mutex);
+  // A library's host may open sessions one after another, not two at once:
+  // the rank sets (and the device, arenas and tokens) are the process's.
   if (gs.groups[ZRT_RANKS_GROUP])
-    fatal("setTopology: the topology is already set");
+    throw std::runtime_error(
+        "another session of this process is open: close it before opening "
+        "one more (one session at a time)");
   if (zrt_mesh_size(&mesh) != world->size)
     fatal("setTopology: a mesh of %lld ranks for a world of %d",
           (long long)zrt_mesh_size(&mesh), world->size);

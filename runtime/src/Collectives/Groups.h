@@ -72,7 +72,9 @@ int64_t runRanksPerNode(zrt_comm *world, int64_t override);
 /// every rank set of this rank that it implies. `ranksPerNode` 0 runs every
 /// collective in one level, as a program without a topology always ran.
 /// `mesh` (of the world's size) gives every rank set (zrt_rank_set_of).
-/// Collective over the world; called once, before the first step.
+/// Collective over the world; called once, before the first step, and
+/// again only after freeGroups (a library's next session). Throws
+/// std::runtime_error when the topology is already set.
 void setTopology(zrt_comm *world, int64_t ranksPerNode, const zrt_mesh &mesh);
 
 /// The ranks per node the collectives run by (0: one node).
@@ -82,7 +84,8 @@ int64_t topologyRanksPerNode();
 /// without a topology.
 Group &groupOf(zrt_comm *world, int32_t kind);
 
-/// Frees every Group (zrt_finalize, before the world).
+/// Frees every Group (zrt_finalize, before the world; a library session's
+/// close, so that the next session sets its own topology).
 void freeGroups();
 
 //===----------------------------------------------------------------------===//

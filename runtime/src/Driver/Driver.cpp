@@ -134,6 +134,7 @@ void Driver::startTopology() {
   // must still be its one node.
   if (m.ranksPerNode == 0 && opts.ranksPerNode == 0) {
     setTopology(ctx.comm, 0, m.mesh());
+    setTheTopology = true;
     return;
   }
   int64_t run = runRanksPerNode(ctx.comm, opts.ranksPerNode);
@@ -154,6 +155,7 @@ void Driver::startTopology() {
         std::to_string(run));
   }
   setTopology(ctx.comm, m.ranksPerNode, m.mesh());
+  setTheTopology = true;
 }
 
 void Driver::chooseThreads() {

@@ -77,8 +77,11 @@ public:
   bool isOffloaded() const { return offloaded; }
   int64_t streamPeakBytes() const { return streamPeak; }
   int64_t offloadedBytes() const { return int64_t(held.size()); }
-  /// Ends the session's threads (collective).
+  /// Ends the session's threads and frees the rank sets it set up
+  /// (collective), so that the process can open another session.
   void close();
+  /// Frees the rank sets this driver set up, if it did (collective).
+  void releaseTopology();
   /// Why the last call failed on this rank ("" if it did not say).
   const std::string &lastError() const { return lastMessage; }
   const char *manifestText() const { return program->manifest; }
@@ -201,6 +204,8 @@ private:
   bool library = false;
   /// The library's: --steps was given.
   bool stepsGiven = false;
+  /// This driver set the process's topology (setTopology); close frees it.
+  bool setTheTopology = false;
   /// The last error this rank printed.
   mutable std::string lastMessage;
   /// The library's parameter stream: groups of parameters gathered

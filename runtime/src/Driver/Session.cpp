@@ -11,6 +11,7 @@
 #include "zero_rt/session.h"
 
 #include "Collectives/Collectives.h"
+#include "Collectives/Groups.h"
 #include "Data/Files.h"
 #include "Data/WeightFiles.h"
 #include "Device/Device.h"
@@ -78,6 +79,16 @@ void Driver::close() {
   if (library)
     watchdog.stop();
   library = false;
+  releaseTopology();
+}
+
+void Driver::releaseTopology() {
+  if (!setTheTopology)
+    return;
+  // Nothing of the session is in flight between its calls.
+  zrt_wait_all();
+  freeGroups();
+  setTheTopology = false;
 }
 
 std::vector<int64_t> Driver::inputShape(int32_t index, bool local) const {
@@ -760,7 +771,11 @@ extern "C" int64_t zrt_session_peak_bytes(const zrt_session *s) {
 extern "C" void zrt_session_close(zrt_session *s) {
   if (!s)
     return;
+  // A broken session may have left a collective behind on some rank: its
+  // rank sets are not freed (the process cannot open another session).
   if (s->opened && !s->broken)
     s->driver.close();
+  else if (!s->opened)
+    s->driver.releaseTopology();
   delete s;
 }
