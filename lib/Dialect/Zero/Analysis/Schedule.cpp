@@ -100,6 +100,8 @@ zrt_rank_set StepSchedule::getRankSet(CollectiveOpInterface collective,
 
 int64_t StepSchedule::getCollectiveElementBytes(
     CollectiveOpInterface collective) const {
+  if (int64_t wire = collective.getWireElementBytes())
+    return wire;
   if (!collective.getElementRange())
     if (Value moved = collective.getMovedValue())
       return getElementBytes(

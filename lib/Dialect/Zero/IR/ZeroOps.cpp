@@ -1632,6 +1632,8 @@ std::optional<BufferKind> CountSumOp::getInPlaceBuffer() {
   return std::nullopt;
 }
 Value CountSumOp::getMovedValue() { return getSum(); }
+// The runtime sums the ranks' double-precision sums (zrt_ctx_all_reduce_sum).
+int64_t CountSumOp::getWireElementBytes() { return sizeof(double); }
 Value CountSumOp::getToken() { return Value(); }
 RankSetKind CountSumOp::getRankSetKind() { return RankSetKind::world; }
 

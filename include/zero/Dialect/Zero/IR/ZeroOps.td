@@ -1323,6 +1323,14 @@ def Zero_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
       "int64_t", "getStagingBytes", (ins), [{}], [{
         return 0;
       }]>,
+    InterfaceMethod<[{
+        The bytes each element of its moved value takes on the wire where
+        that is not the value's element type (zero.count_sum all-reduces
+        the ranks' sums as doubles and yields an fp32), else 0.
+      }],
+      "int64_t", "getWireElementBytes", (ins), [{}], [{
+        return 0;
+      }]>,
   ];
   let extraClassDeclaration = [{
     /// A gradient reduction that packs values into a bucket of the step
@@ -1807,7 +1815,8 @@ def Zero_CountSumOp : Zero_Op<"count_sum", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     DeclareOpInterfaceMethods<Zero_CollectiveOpInterface,
         ["getCollectiveKind", "getElementRange", "getInPlaceBuffer",
-         "getMovedValue", "getToken", "getRankSetKind"]>,
+         "getMovedValue", "getToken", "getRankSetKind",
+         "getWireElementBytes"]>,
     Zero_StepPhaseOpInterface]> {
   let summary = "A scalar of the inputs summed over the optimizer step's batches";
   let description = [{
