@@ -45,6 +45,7 @@ it every step trains on one fixed batch of random tokens.
 
 import argparse
 import contextlib
+import gc
 import json
 import math
 import statistics
@@ -342,12 +343,18 @@ def main():
                 model, times, losses, profile = measure(torch, args, batch)
                 break
             except torch.cuda.OutOfMemoryError:
-                torch.cuda.empty_cache()
-                if batch == 1:
-                    sys.exit("gpt2_torch: one row does not fit the GPU")
-                print("gpt2_torch: batch %d does not fit, trying %d" %
-                      (batch, batch // 2), file=sys.stderr)
-                batch //= 2
+                pass
+            # Outside the except block, whose traceback holds the failed
+            # try's tensors: free them, and the compiled graphs, first.
+            gc.collect()
+            if args.compile:
+                torch._dynamo.reset()
+            torch.cuda.empty_cache()
+            if batch == 1:
+                sys.exit("gpt2_torch: one row does not fit the GPU")
+            print("gpt2_torch: batch %d does not fit, trying %d" %
+                  (batch, batch // 2), file=sys.stderr)
+            batch //= 2
         args.batch = batch
     args.batch = int(args.batch)
     if profile:

@@ -176,10 +176,9 @@ zero_step() {
   fi
   "$work/gpt2-cuda" --steps "$((warmup + steps))" --data "$data/tokens.bin" \
     --log-json "$work/log.jsonl" --quiet || return 1
-  # GPT-2 124M's parameters (tied, 1024 positions), as the model counts them.
   python3 "$here/zero_result.py" "$work/log.jsonl" \
     "$results/gpu_gpt2_zero_$dtype.json" --warmup "$warmup" --batch "$batch" \
-    --seq "$seq" --dtype "$dtype" --model gpt2 --params 124439808 \
+    --seq "$seq" --dtype "$dtype" --model gpt2 \
     --layers 12 --hidden 768 --heads 12 --vocab 50257 --gpu "$gpu"
 }
 
@@ -270,7 +269,7 @@ print(max(fit) if fit else 0)' "$llama/plans.json" "$total")
           --data "$data/tokens.bin" --log-json "$work/log.jsonl" --quiet; then
         python3 "$here/zero_result.py" "$work/log.jsonl" \
           "$results/gpu_llama_zero.json" --warmup "$warmup" --batch "$b" \
-          --seq "$llama_seq" --dtype bf16 --model llama --params 1235814400 \
+          --seq "$llama_seq" --dtype bf16 --model llama --tied \
           "${llama_dims[@]}" --gpu "$gpu" \
           --planned-batches "$(cat "$llama/plans.json")" ||
           failed+=("llama zero")

@@ -6,9 +6,12 @@ gpt2_torch.py counts it (6 x parameters + 12 x layers x hidden x seq FLOPs
 a token, over the dense peak of the GPU's name).
 
     zero_result.py LOG OUT --warmup N --batch B --seq T --dtype D
-        --model NAME --params P --layers L --hidden C [--heads H]
-        [--kv-heads K] [--ffn F] [--vocab V] [--gpu NAME]
-        [--planned-batches JSON]
+        --model gpt2|llama --layers L --hidden C --heads H --vocab V
+        [--kv-heads K --ffn F --tied] [--gpu NAME] [--planned-batches JSON]
+
+The parameters are counted from the dimensions as zero-model-gen builds
+the model (GPT-2: tied, positions = seq, biases; Llama: no biases), the
+unpadded model's, as gpt2_torch.py counts PyTorch's.
 """
 
 import argparse
@@ -22,21 +25,39 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt2_torch import peak_tflops  # noqa: E402
 
 
+def params_of(a):
+    """The model's parameters, from its dimensions."""
+    C, L, V = a.hidden, a.layers, a.vocab
+    if a.model == "gpt2":
+        # wte, wpe, per block two layer norms, c_attn, attn_proj, c_fc and
+        # mlp_proj with biases, and ln_f.
+        return V * C + a.seq * C + L * (12 * C * C + 13 * C) + 2 * C
+    if not a.kv_heads or not a.ffn:
+        sys.exit("zero_result: --model llama needs --kv-heads and --ffn")
+    D = C // a.heads
+    block = (2 * C * a.heads * D + 2 * C * a.kv_heads * D + 3 * C * a.ffn +
+             2 * C)
+    return V * C * (1 if a.tied else 2) + L * block + C
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("log")
     p.add_argument("out")
-    for name in ("warmup", "batch", "seq", "params", "layers", "hidden"):
+    for name in ("warmup", "batch", "seq", "layers", "hidden", "heads",
+                 "vocab"):
         p.add_argument("--" + name, type=int, required=True)
-    for name in ("heads", "kv_heads", "ffn", "vocab"):
-        p.add_argument("--" + name.replace("_", "-"), type=int)
+    p.add_argument("--kv-heads", type=int)
+    p.add_argument("--ffn", type=int)
+    p.add_argument("--tied", action="store_true")
     p.add_argument("--dtype", required=True)
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", choices=["gpt2", "llama"], required=True)
     p.add_argument("--gpu", default="")
     p.add_argument("--planned-batches",
                    help="JSON of the batches tried: their planned peaks")
     a = p.parse_args()
+    a.params = params_of(a)
     lines = [json.loads(l) for l in open(a.log) if l.strip()]
     timed = lines[a.warmup:]
     if not timed:

@@ -107,8 +107,13 @@ void zrt::cuda::initializeWorld(int localRank) {
   zrt_comm *comm = zrt_comm_world();
   CommState &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.deviceChosen)
+  if (s.deviceChosen) {
+    // A later session of the process that moves tensors through NCCL after
+    // one that moved them through host memory: every rank opens it alike.
+    if (!hostCollectives() && !comm->backend->nccl)
+      createNccl(comm);
     return;
+  }
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err == cudaSuccess && count > 0)
