@@ -8,9 +8,9 @@
 # of test/E2E/cuda on the bundle's precompiled programs; the checks of their
 # logs run afterwards on the build machine: scripts/gpu-verify.py), models
 # (the bundle's e2e/models cases: a Llama with the chunked loss, the tiled
-# MLP, Lion, SGD, and a Mixtral; checked the same way), offload
-# shared (stage 3 and expert parallelism on 2 ranks sharing the GPU,
-# --collectives host, started by the bundle's mpirun), offload
+# MLP, Lion, SGD, and a Mixtral; checked the same way), shared (stage 3
+# and expert parallelism on 2 ranks sharing the GPU, --collectives host,
+# started by the bundle's mpirun; checked the same way), offload
 # (every offload mode of those steps, 10 steps each, with its NVMe swap
 # files' sizes; needs the e2e part's logs to be verified), library (each
 # dtype's step as an executable and through zero_rt/session.h, offloaded

@@ -1,7 +1,7 @@
 """Sessions one after another in one process (argv[1], a step library): the
-first trains a step and closes, a second opened while a third is open is a
-RuntimeError on every rank, and the third trains the first one's step again:
-same seed, same batch, the same loss bit for bit."""
+first trains a step and closes; the second opens, refuses a third opened
+beside it (a RuntimeError on every rank) and trains the first one's step
+again: same seed, same batch, the same loss bit for bit."""
 
 import sys
 
