@@ -4,19 +4,25 @@ offload, gather-once and quantisation."""
 
 import statistics
 
-from update_docs_common import load
+from update_docs_common import GOAL_BANDWIDTH, load, ok
 
 
 GPU_DTYPES = ("bf16", "fp32")
 
+# FlashAttention-2's forward + backward rate on an H100, the goal of the
+# CUDA attention at causal head dims 64 and 128 (TFLOP/s).
+GOAL_ATTENTION_TFLOPS = 190
+
 
 def sec_gpu(r):
-    """The GPU run of bench/gpu/run.sh: the CUDA optimizer kernels against a
-    device copy, and a GPT-2 step in PyTorch eager and from zero-mlir."""
+    """The GPU run of bench/gpu/run.sh: the CUDA optimizer, attention and
+    memory-bound kernels (zrt-cuda-bench), and a GPT-2 step in PyTorch eager
+    and from zero-mlir."""
     kern = load(r, "gpu_kernels.json")
     runs = [(dt, load(r, "gpu_gpt2_torch_%s.json" % dt),
              load(r, "gpu_gpt2_torch_compile_%s.json" % dt),
-             load(r, "gpu_gpt2_zero_%s.json" % dt)) for dt in GPU_DTYPES]
+             load(r, "gpu_gpt2_zero_%s.json" % dt),
+             load(r, "gpu_gpt2_zero_%s_p16.json" % dt)) for dt in GPU_DTYPES]
     llama = [load(r, "gpu_llama_%s.json" % k)
              for k in ("torch_eager", "torch_compile", "zero")]
     machine = load(r, "gpu_machine.json")
@@ -42,9 +48,10 @@ def sec_gpu(r):
                     ", measured %s" % machine["date"] if machine else "",
                     c["bytes"] >> 20, c["gbps"],
                     100 * c["fraction_of_theoretical"], kern["reps"],
-                    kern["warmup"]), "",
-                "| kernel | params | bytes/param | ms | G params/s | GB/s | "
-                "/ copy |", "|---|---:|---:|---:|---:|---:|---:|"]
+                    kern["warmup"])]
+        if kern["kernels"]:
+            out += ["", "| kernel | params | bytes/param | ms | G params/s | "
+                    "GB/s | / copy |", "|---|---:|---:|---:|---:|---:|---:|"]
         for e in kern["kernels"]:
             if "skipped" in e:
                 out.append("| `%s` | 2^%d | %d | not run (%s) | | | |" % (
@@ -55,13 +62,16 @@ def sec_gpu(r):
                 e["name"], e["log2_params"], e["bytes_per_param"],
                 e["ms_median"], e["params_per_s"] / 1e9, e["gbps"],
                 e["ratio_to_copy"]))
+        out += attention_table(kern) + memory_table(kern)
     elif kern:
         out.append("Kernels: not measured (%s)." % kern["skipped"])
     rows, ratios = [], []
-    for dt, torch, compiled, zero in runs:
+    for dt, torch, compiled, zero, zero16 in runs:
         for label, d in (("PyTorch eager (`bench/gpu/gpt2_torch.py`)", torch),
                          ("PyTorch `torch.compile` (`--compile`)", compiled),
-                         ("zero-mlir `--target cuda`", zero)):
+                         ("zero-mlir `--target cuda`", zero),
+                         ("zero-mlir `--target cuda`, `--attention-precision "
+                          "16bit`", zero16)):
             if not d:
                 continue
             if "skipped" in d:
@@ -79,6 +89,11 @@ def sec_gpu(r):
                 "skipped" not in zero:
             ratios.append("%s %.3f of torch.compile's" % (
                 dt, zero["step_ms_median"] / compiled["step_ms_median"]))
+        if compiled and zero16 and "skipped" not in compiled and \
+                "skipped" not in zero16:
+            ratios.append("%s with 16-bit attention probabilities %.3f of "
+                          "torch.compile's" % (dt, zero16["step_ms_median"] /
+                                               compiled["step_ms_median"]))
     if rows:
         if out:
             out.append("")
@@ -96,6 +111,70 @@ def sec_gpu(r):
     return "\n".join(out)
 
 
+def attention_table(kern):
+    """zrt-cuda-bench's attention part: the CUDA backend's fused attention,
+    forward and backward, in TFLOP/s as FlashAttention's benchmark counts
+    them."""
+    cases = kern.get("attention")
+    if cases is None:
+        return ["", "Attention (`zrt-cuda-bench --only attention`): not "
+                "measured yet."]
+    out = ["", "Attention, `cuda::attentionForward` and `attentionBackward`, "
+           "bf16, causal, batch x heads for 16384 tokens of a 2048-wide model "
+           "(heads = 2048 / head dim). FLOPs as FlashAttention's benchmark "
+           "counts them: forward 4 x batch x heads x seq^2 x head dim, "
+           "halved for causal, backward 2.5x the forward; the backward's "
+           "time includes the log-sum-exp it recomputes (the forward keeps "
+           "none). Goal: %d TFLOP/s forward + backward (FlashAttention-2's "
+           "rate), at 2K tokens and across 1K-8K:" % GOAL_ATTENTION_TFLOPS,
+           "", "Precision fp32 keeps P and dS to fp32's bits (two 16-bit "
+           "products each), 16bit rounds them to one as FlashAttention "
+           "does (`train --attention-precision`).",
+           "", "| precision | head dim | seq | batch x heads | fwd ms | bwd ms "
+           "| fwd TFLOP/s | bwd TFLOP/s | fwd+bwd TFLOP/s | goal %d |" %
+           GOAL_ATTENTION_TFLOPS, "|---|---:|---:|---|---:|---:|---:|---:|"
+           "---:|---|"]
+    for e in cases:
+        head = "| %s | %d | %d | %d x %d |" % (
+            e.get("precision", "fp32"), e["head_dim"], e["seq"], e["batch"],
+            e["heads"])
+        if "skipped" in e:
+            out.append("%s not run (%s) | | | | | |" % (head, e["skipped"]))
+            continue
+        out.append("%s %.3f | %.3f | %.1f | %.1f | %.1f | %s |" % (
+            head, e["fwd_ms_median"], e["bwd_ms_median"], e["fwd_tflops"],
+            e["bwd_tflops"], e["total_tflops"],
+            ok(e["total_tflops"], GOAL_ATTENTION_TFLOPS)))
+    return out
+
+
+def memory_table(kern):
+    """zrt-cuda-bench's memory part: the memory-bound kernels of a GPT-2
+    124M step against the device copy."""
+    cases = kern.get("memory_kernels")
+    if cases is None:
+        return ["", "Memory-bound kernels (`zrt-cuda-bench --only memory`): "
+                "not measured yet."]
+    out = ["", "Memory-bound kernels at GPT-2 124M's shapes, bf16, 8 x 1024 "
+           "tokens (hidden 768, 12 heads of 64, vocabulary 50257, padded to "
+           "50304 columns); bytes = each input read once and each output "
+           "written once (not a padded row's padding columns, nor the norm "
+           "gradients' per-row statistics). Goal: %.1f of the copy's GB/s:"
+           % GOAL_BANDWIDTH, "",
+           "| kernel | zrt kernel | shape | MB | ms | GB/s | / copy | goal "
+           "%.1f |" % GOAL_BANDWIDTH, "|---|---|---|---:|---:|---:|---:|---|"]
+    for e in cases:
+        head = "| `%s` | `%s` | %s | %.1f |" % (e["name"], e["kernel"],
+                                                e["shape"], e["bytes"] / 1e6)
+        if "skipped" in e:
+            out.append("%s not run (%s) | | | |" % (head, e["skipped"]))
+            continue
+        out.append("%s %.4f | %.0f | %.3f | %s |" % (
+            head, e["ms_median"], e["gbps"], e["ratio_to_copy"],
+            ok(e["ratio_to_copy"], GOAL_BANDWIDTH)))
+    return out
+
+
 def llama_table(runs, after):
     """bench/gpu/run.sh's llama part: the same Llama-3.2-1B-shaped step in
     PyTorch eager, torch.compile and zero-mlir, each at its largest micro
@@ -106,6 +185,8 @@ def llama_table(runs, after):
     for label, d in zip(labels, runs):
         if not d:
             continue
+        if d.get("attention_precision") == "16bit":
+            label += ", `--attention-precision 16bit`"
         if "skipped" in d:
             rows.append("| %s | not measured: %s | | | |" % (label,
                                                              d["skipped"]))

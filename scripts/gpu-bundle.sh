@@ -29,6 +29,7 @@
 #           also GPT-2 124M's widths on a short batch (wide_*)
 #           models/: a tiny Llama (RoPE, GQA, RMSNorm, SwiGLU) with the
 #           chunked loss, the tiled MLP, Lion, SGD and 8-bit Adam states,
+#           bf16 with 16-bit attention probabilities on the GPU,
 #           and tiny Mixtral
 #           (with and without the load-balancing loss) and Qwen2-MoE
 #           imported from transformers (the MoE ops), each with the CPU
@@ -167,7 +168,8 @@ bundle_case() {
     "$BIN/zero-compile" --target "$target" "$mlir" --world-size "$ranks" \
       "$@" -o "$dir/$name"
   fi
-  echo "$name $steps $run" >>"$dir/cases.txt"
+  # gpu_args (set for the call): train options of the GPU run alone.
+  echo "$name $steps $run${gpu_args:+ $gpu_args}" >>"$dir/cases.txt"
 }
 
 # The ops and options that came after the steps above, each beside the CPU
@@ -216,8 +218,14 @@ want models && {
   done
   model llama_f32_adafactor_s0 "$stage/llama_adafactor_f32.mlir" 10 "$tok" \
     --stage 0
-  # bf16 parameters as their own masters, with fp32 and with bf16 moments.
+  # bf16 parameters as their own masters, with fp32 and with bf16 moments;
+  # and the stage 3 step with FlashAttention's 16-bit probabilities on the
+  # GPU (train --attention-precision 16bit, CUDA only) against the CPU's
+  # fp32 attention.
   if [[ " $dtypes " == *" bf16 "* ]]; then
+    [ "$target" = cpu ] ||
+      gpu_args="--attention-precision 16bit" model llama_bf16_p16_s3 \
+        "$stage/llama_bf16.mlir" 10 "$tok" --stage 3
     llama --dtype bf16 --bf16-masters -o "$stage/llama_bf16m.mlir"
     model llama_bf16_masters_s2 "$stage/llama_bf16m.mlir" 10 "$tok" --stage 2
     llama --dtype bf16 --bf16-masters --optimizer-states bf16 \

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # The GPU benchmarks of docs/benchmarks.md (not a test; needs an NVIDIA GPU),
 # all on the same GPU in one run:
-#   kernels  zrt-cuda-bench: the CUDA fused Adam and overflow check against a
-#            device-to-device copy -> bench/results/gpu_kernels.json
+#   kernels  zrt-cuda-bench: the CUDA fused Adam and overflow check, the
+#            memory-bound kernels of a GPT-2 step (cross-entropy, the norms,
+#            bias gradient, head split) against a device-to-device copy, and
+#            the fused attention's forward + backward TFLOP/s ->
+#            bench/results/gpu_kernels.json (KERNEL_PARTS: its --only, a
+#            subset of adam,overflow,attention,memory, default all;
+#            ATTENTION_SEQS: its --attention-seqs, 1024,2048,4096,8192)
 #   torch    bench/gpu/gpt2_torch.py: a GPT-2 124M training step in PyTorch
 #            eager and torch.compile'd -> bench/results/
 #            gpu_gpt2_torch_DTYPE.json, gpu_gpt2_torch_compile_DTYPE.json
 #   zero     the same step from zero-model-gen gpt2 | zero-compile --target
 #            cuda, trained with --log-json on the same tokens ->
-#            bench/results/gpu_gpt2_zero_DTYPE.json
+#            bench/results/gpu_gpt2_zero_DTYPE.json; a 16-bit DTYPE again
+#            with --attention-precision 16bit -> gpu_gpt2_zero_DTYPE_p16.json
 #   llama    a Llama-3.2-1B-shaped step in bf16 at sequence 2048, PyTorch
 #            eager, torch.compile and zero-mlir, each at the largest micro
 #            batch that fits -> bench/results/gpu_llama_{torch_eager,
 #            torch_compile,zero}.json (LLAMA_SEQ, LLAMA_STEPS 10,
-#            LLAMA_MAX_BATCH 32, LLAMA_BATCHES "4 8 16 32")
+#            LLAMA_MAX_BATCH 32, LLAMA_BATCHES "4 8 16 32"; zero-mlir's
+#            LLAMA_ATTENTION_PRECISION, default 16bit as PyTorch's flash)
 #   offload  (only when ONLY names it) bench/gpu/offload_capacity.py: the
 #            largest GPT-2 whose plan fits the GPU, host memory and disk with
 #            each offload mode, trained a few steps -> bench/results/
@@ -133,7 +140,7 @@ with open(sys.argv[1], "wb") as f:
 PY
 
 if want kernels; then
-  echo "== optimizer kernels vs device copy"
+  echo "== CUDA kernels: optimizer and memory-bound vs device copy, attention"
   rm -f "$results/gpu_kernels.json"
   bin=""
   if [[ -n $prebuilt ]]; then
@@ -146,9 +153,13 @@ if want kernels; then
     bin=$(find "$build" -name zrt-cuda-bench -type f -perm -u+x | head -1)
   fi
   if [[ -n $bin ]]; then
+    # Passed only when set: the program's defaults are the same.
+    subset=()
+    [[ -n ${KERNEL_PARTS:-} ]] && subset+=(--only "$KERNEL_PARTS")
+    [[ -n ${ATTENTION_SEQS:-} ]] && subset+=(--attention-seqs "$ATTENTION_SEQS")
     if ! "$bin" \
         --log2-params "${LOG2_PARAMS:-24,28}" --reps "${REPS:-20}" \
-        --json "$results/gpu_kernels.json"; then
+        "${subset[@]}" --json "$results/gpu_kernels.json"; then
       failed+=(kernels)
     fi
   else
@@ -174,12 +185,22 @@ zero_step() {
     "$build/bin/zero-compile" --target cuda "$work/gpt2.mlir" \
       -o "$work/gpt2-cuda" || return 1
   fi
-  "$work/gpt2-cuda" --steps "$((warmup + steps))" --data "$data/tokens.bin" \
-    --log-json "$work/log.jsonl" --quiet || return 1
-  python3 "$here/zero_result.py" "$work/log.jsonl" \
-    "$results/gpu_gpt2_zero_$dtype.json" --warmup "$warmup" --batch "$batch" \
-    --seq "$seq" --dtype "$dtype" --model gpt2 \
-    --layers 12 --hidden 768 --heads 12 --vocab 50257 --gpu "$gpu"
+  # 16-bit steps also with FlashAttention's 16-bit probabilities, as
+  # PyTorch's flash kernels compute them: gpu_gpt2_zero_DTYPE_p16.json.
+  local precision suffix
+  for precision in fp32 16bit; do
+    [[ $precision == fp32 || $dtype != fp32 ]] || continue
+    suffix=; [[ $precision == fp32 ]] || suffix=_p16
+    rm -f "$work/log.jsonl"
+    "$work/gpt2-cuda" --steps "$((warmup + steps))" \
+      --data "$data/tokens.bin" --attention-precision "$precision" \
+      --log-json "$work/log.jsonl" --quiet || return 1
+    python3 "$here/zero_result.py" "$work/log.jsonl" \
+      "$results/gpu_gpt2_zero_$dtype$suffix.json" --warmup "$warmup" \
+      --batch "$batch" --seq "$seq" --dtype "$dtype" --model gpt2 \
+      --layers 12 --hidden 768 --heads 12 --vocab 50257 --gpu "$gpu" \
+      --attention-precision "$precision" || return 1
+  done
 }
 
 for dtype in $dtypes; do
@@ -200,7 +221,8 @@ for dtype in $dtypes; do
   fi
   if want zero; then
     echo "== GPT-2 step, zero-mlir --target cuda, $dtype"
-    rm -f "$results/gpu_gpt2_zero_$dtype.json"
+    rm -f "$results/gpu_gpt2_zero_$dtype.json" \
+      "$results/gpu_gpt2_zero_${dtype}_p16.json"
     # The CUDA runtime libraries that an executable of --target cuda links,
     # whichever of them this build defines.
     cuda_libs=()
@@ -227,6 +249,8 @@ done
 llama_dims=(--layers 16 --hidden 2048 --heads 32 --kv-heads 8 --ffn 8192
   --vocab 128256)
 llama_seq=${LLAMA_SEQ:-2048}
+# 16-bit attention probabilities, as torch.compile's flash attention.
+llama_precision=${LLAMA_ATTENTION_PRECISION:-16bit}
 llama_steps=${LLAMA_STEPS:-10}
 if want llama; then
   for mode in eager compile; do
@@ -266,11 +290,13 @@ print(max(fit) if fit else 0)' "$llama/plans.json" "$total")
     else
       work=$(mktemp -d)
       if "$llama/llama_b$b" --steps "$((warmup + llama_steps))" \
-          --data "$data/tokens.bin" --log-json "$work/log.jsonl" --quiet; then
+          --data "$data/tokens.bin" --attention-precision "$llama_precision" \
+          --log-json "$work/log.jsonl" --quiet; then
         python3 "$here/zero_result.py" "$work/log.jsonl" \
           "$results/gpu_llama_zero.json" --warmup "$warmup" --batch "$b" \
           --seq "$llama_seq" --dtype bf16 --model llama --tied \
           "${llama_dims[@]}" --gpu "$gpu" \
+          --attention-precision "$llama_precision" \
           --planned-batches "$(cat "$llama/plans.json")" ||
           failed+=("llama zero")
       else

@@ -54,6 +54,9 @@ def main():
     p.add_argument("--dtype", required=True)
     p.add_argument("--model", choices=["gpt2", "llama"], required=True)
     p.add_argument("--gpu", default="")
+    p.add_argument("--attention-precision", default="fp32",
+                   choices=["fp32", "16bit"],
+                   help="train's --attention-precision of the run")
     p.add_argument("--planned-batches",
                    help="JSON of the batches tried: their planned peaks")
     a = p.parse_args()
@@ -75,7 +78,8 @@ def main():
         "hidden": a.hidden, "heads": a.heads, "kv_heads": a.kv_heads,
         "ffn": a.ffn,
         "vocab": a.vocab, "batch": a.batch, "seq": a.seq, "dtype": a.dtype,
-        "target": "cuda", "warmup": a.warmup, "steps": len(timed),
+        "target": "cuda", "attention_precision": a.attention_precision,
+        "warmup": a.warmup, "steps": len(timed),
         "step_ms_median": median, "step_ms": ms,
         "tokens_per_s": tokens_per_s, "flops_per_token": flops,
         "peak_tflops": peak,

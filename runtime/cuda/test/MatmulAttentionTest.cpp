@@ -423,6 +423,99 @@ TEST(CudaAttention, MatchesCpu) {
         checkAttention(dtype, c, causal, rng);
 }
 
+/// Sets the tensor-core kernels' precision for a scope (process-wide).
+struct SplitProbsScope {
+  explicit SplitProbsScope(bool split) { setAttentionSplitProbs(split); }
+  ~SplitProbsScope() { setAttentionSplitProbs(true); }
+};
+
+/// With 16-bit probabilities (train's --attention-precision 16bit) each
+/// term of o = sum_j P_ij v_j moves by at most u |P_ij v_j| and each of
+/// dV_j = sum_i P_ij dO_i by u |P_ij dO_i|: their bounds are the CPU's
+/// attention of |v| and its dV for |dO|, element by element, held at 2u
+/// for the bounds' own rounding. dQ and dK sum terms of dS that cancel,
+/// and their rounding errors add as the terms do (a random walk): they are
+/// held to 8u max|want|, about eight times the expected error, which a
+/// wrong mask or tile (off by O(max|want|)) exceeds.
+void checkSixteenBit(int32_t dtype, const AttnCase &c, int32_t causal,
+                     const AttnData &in) {
+  int64_t n = c.numel(), nkv = c.kvNumel();
+  std::string what = describe(dtype, c, causal) + " 16-bit probabilities";
+  AttentionDesc desc(dtype, c.batch, c.heads, c.kv(), c.seq, c.dim, causal,
+                     c.scale);
+  auto absOf = [&](const Buffer &b) {
+    std::vector<double> v = b.values();
+    for (double &x : v)
+      x = std::fabs(x);
+    return Buffer(dtype, v);
+  };
+  Buffer absV = absOf(in.v), absDO = absOf(in.dO);
+  Buffer o(dtype, n), dq(dtype, n), dk(dtype, nkv), dv(dtype, nkv);
+  Buffer oBound(dtype, n), dqUnused(dtype, n), dkUnused(dtype, nkv),
+      dvBound(dtype, nkv);
+  zrt_attention_forward(desc, in.q.data(), in.k.data(), in.v.data(), o.data());
+  zrt_attention_backward(desc, in.q.data(), in.k.data(), in.v.data(), o.data(),
+                         in.dO.data(), dq.data(), dk.data(), dv.data());
+  zrt_attention_forward(desc, in.q.data(), in.k.data(), absV.data(),
+                        oBound.data());
+  zrt_attention_backward(desc, in.q.data(), in.k.data(), in.v.data(), o.data(),
+                         absDO.data(), dqUnused.data(), dkUnused.data(),
+                         dvBound.data());
+
+  DeviceArray gq(in.q), gk(in.k), gv(in.v), gdO(in.dO), go(o);
+  Buffer junk = filled(dtype, n, 7.0), kvJunk = filled(dtype, nkv, 7.0);
+  DeviceArray gout(junk), gdq(junk), gdk(kvJunk), gdv(kvJunk);
+  {
+    SplitProbsScope sixteenBit(false);
+    attentionForward(desc, gq.get(), gk.get(), gv.get(), gout.get());
+    attentionBackward(desc, gq.get(), gk.get(), gv.get(), go.get(), gdO.get(),
+                      gdq.get(), gdk.get(), gdv.get());
+  }
+  double u = unitRoundoff(dtype);
+  auto floorOf = [&](const Buffer &want) {
+    return 1e-5 * std::sqrt(double(std::max(c.group() * c.seq, c.dim))) *
+               maxAbs(want.values()) +
+           2.0 * subnormalRoundoff(dtype);
+  };
+  auto byBound = [&](const Buffer &got, const Buffer &want, const Buffer &bound,
+                     const std::string &name) {
+    std::vector<double> b = bound.values();
+    double f = floorOf(want);
+    expectWithin(
+        got, want,
+        [&](size_t i, double w) {
+          return 2.0 * u * b[i] + 3.0 * u * std::fabs(w) + f;
+        },
+        what + " " + name);
+  };
+  auto byMax = [&](const Buffer &got, const Buffer &want,
+                   const std::string &name) {
+    double t = 8.0 * u * maxAbs(want.values()) + floorOf(want);
+    expectWithin(
+        got, want, [&](size_t, double w) { return t + 3.0 * u * std::fabs(w); },
+        what + " " + name);
+  };
+  byBound(gout.download(), o, oBound, "o");
+  byBound(gdv.download(), dv, dvBound, "dv");
+  byMax(gdq.download(), dq, "dq");
+  byMax(gdk.download(), dk, "dk");
+}
+
+TEST(CudaAttention, SixteenBitProbabilitiesMatchCpu) {
+  ZRT_REQUIRE_GPU();
+  std::mt19937 rng(21);
+  // Both tensor-core chunks, GPT-2's heads over many steps, and a
+  // grouped-query case (whose dK and dV sum over the group).
+  const AttnCase cases[] = {{2, 3, 100, 64, 0},
+                            {1, 2, 130, 128, 0},
+                            {1, 2, 1024, 64, 0},
+                            {1, 4, 96, 64, 0, 2}};
+  for (int32_t dtype : {ZRT_BF16, ZRT_F16})
+    for (const AttnCase &c : cases)
+      for (int32_t causal = 0; causal < 2; ++causal)
+        checkSixteenBit(dtype, c, causal, randomAttn(dtype, c, rng));
+}
+
 TEST(CudaAttention, LongSequences) {
   ZRT_REQUIRE_GPU();
   std::mt19937 rng(9);

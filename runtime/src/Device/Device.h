@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 struct zrt_ctx;
 
@@ -26,6 +27,13 @@ namespace device {
 
 /// "cpu" or "cuda".
 const char *backendName();
+
+/// Chooses how attention's tensor-core kernels multiply the probabilities
+/// and their gradients (train's --attention-precision): "fp32" (also "",
+/// the default) keeps fp32's bits, "16bit" rounds them to the step's 16-bit
+/// type as FlashAttention does. Returns a one-line reason when this backend
+/// has no such choice (the CPU computes attention in fp32 only), else "".
+std::string selectAttentionPrecision(const std::string &precision);
 
 /// Picks the device of a rank (the CUDA backend: GPU localRank modulo the
 /// visible GPUs). Throws std::runtime_error with a one-line reason when the

@@ -90,6 +90,14 @@ void device::storeF32(float *dst, float value) { *dst = value; }
 
 void device::finishStep(zrt_ctx &) {}
 
+std::string device::selectAttentionPrecision(const std::string &precision) {
+  if (precision.empty() || precision == "fp32")
+    return "";
+  return "attention precision '" + precision +
+         "' needs a program compiled with --target cuda; the CPU backend "
+         "computes attention in fp32";
+}
+
 void device::recordLoss(zrt_ctx &ctx, const float *loss) {
   ctx.lossSum += double(*loss);
   ++ctx.lossCount;

@@ -280,6 +280,10 @@ bool Driver::startProgram() {
   if (!everywhere([&] {
         if (std::string why = selectCollectives(opts.collectives); !why.empty())
           throw std::runtime_error(why);
+        if (std::string why =
+                device::selectAttentionPrecision(opts.attentionPrecision);
+            !why.empty())
+          throw std::runtime_error(why);
         int localRank = 0, localSize = 1;
         nodeRank(MPI_COMM_WORLD, localRank, localSize);
         device::initialize(localRank);

@@ -98,6 +98,12 @@ const char *const zrt::kUsage =
     "                          cuda, ranks may share a GPU and NCCL is not\n"
     "                          used) or NCCL (the CUDA default); also\n"
     "                          ZRT_COLLECTIVES\n"
+    "  --attention-precision fp32|16bit\n"
+    "                          how attention's tensor-core kernels (--target\n"
+    "                          cuda, 16-bit steps) multiply probabilities\n"
+    "                          and their gradients: to fp32's bits (default)\n"
+    "                          or rounded to 16 bits, as FlashAttention;\n"
+    "                          also ZRT_ATTENTION_PRECISION\n"
     "  --collective-timeout-s S\n"
     "                          abort every rank when a collective of a\n"
     "                          training step waits longer than S seconds\n"
@@ -224,14 +230,24 @@ void parseStepRange(const std::string &opt, const std::string &text,
          text + "'");
 }
 
+/// `value` when it is `a` or `b`; else fails naming `what` (an option or
+/// an environment variable).
+std::string oneOf(const std::string &what, const std::string &value,
+                  const char *a, const char *b) {
+  if (value != a && value != b)
+    fail(what + " needs " + a + " or " + b + ", got '" + value + "'");
+  return value;
+}
+
 /// What the environment sets that the command line did not.
 void readEnvironment(Options &o) {
   if (o.collectives.empty())
-    if (const char *env = std::getenv("ZRT_COLLECTIVES"); env && *env) {
-      o.collectives = env;
-      if (o.collectives != "host" && o.collectives != "nccl")
-        fail("ZRT_COLLECTIVES needs host or nccl, got '" + o.collectives + "'");
-    }
+    if (const char *env = std::getenv("ZRT_COLLECTIVES"); env && *env)
+      o.collectives = oneOf("ZRT_COLLECTIVES", env, "host", "nccl");
+  if (o.attentionPrecision.empty())
+    if (const char *env = std::getenv("ZRT_ATTENTION_PRECISION"); env && *env)
+      o.attentionPrecision =
+          oneOf("ZRT_ATTENTION_PRECISION", env, "fp32", "16bit");
   if (o.ranksPerNode == 0)
     if (const char *env = std::getenv("ZRT_RANKS_PER_NODE"); env && *env) {
       o.ranksPerNode = parseRanksPerNode("ZRT_RANKS_PER_NODE", env);
@@ -314,32 +330,26 @@ Options zrt::parseOptions(int argc, char **argv) {
       o.injectHangStep = parseCount(name, next());
     else if (name == "--collective-timeout-s")
       o.collectiveTimeoutS = parseCount(name, next());
-    else if (name == "--on-min-loss-scale") {
-      std::string v = next();
-      if (v != "stop" && v != "continue")
-        fail("option --on-min-loss-scale needs stop or continue, got '" + v +
-             "'");
-      o.stopAtMinLossScale = v == "stop";
-    } else if (name == "--threads") {
+    else if (name == "--on-min-loss-scale")
+      o.stopAtMinLossScale =
+          oneOf("option " + name, next(), "stop", "continue") == "stop";
+    else if (name == "--threads") {
       int64_t t = parseCount(name, next());
       if (t < 1 || t > 4096)
         fail("option --threads needs a count in [1, 4096]");
       o.threads = int(t);
-    } else if (name == "--collectives") {
-      o.collectives = next();
-      if (o.collectives != "host" && o.collectives != "nccl")
-        fail("option --collectives needs host or nccl, got '" + o.collectives +
-             "'");
-    } else if (name == "--ranks-per-node") {
+    } else if (name == "--collectives")
+      o.collectives = oneOf("option " + name, next(), "host", "nccl");
+    else if (name == "--attention-precision")
+      o.attentionPrecision = oneOf("option " + name, next(), "fp32", "16bit");
+    else if (name == "--ranks-per-node") {
       std::string v = next();
       o.ranksPerNode = parseRanksPerNode("option --ranks-per-node", v);
     } else if (name == "--data")
       text(o.data);
-    else if (name == "--data-dtype") {
-      o.dataDtype = next();
-      if (o.dataDtype != "u16" && o.dataDtype != "u32")
-        fail("option --data-dtype needs u16 or u32, got '" + o.dataDtype + "'");
-    } else if (name == "--inputs")
+    else if (name == "--data-dtype")
+      o.dataDtype = oneOf("option " + name, next(), "u16", "u32");
+    else if (name == "--inputs")
       text(o.inputs);
     else if (name == "--labels")
       text(o.labels);

@@ -56,6 +56,8 @@ struct Options {
   int threads = 0;
   /// --collectives, else ZRT_COLLECTIVES (empty: the backend's default).
   std::string collectives;
+  /// --attention-precision, else ZRT_ATTENTION_PRECISION (empty: fp32).
+  std::string attentionPrecision;
   /// --ranks-per-node, else ZRT_RANKS_PER_NODE (0: MPI's shared-memory
   /// nodes).
   int64_t ranksPerNode = 0;

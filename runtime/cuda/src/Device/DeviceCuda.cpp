@@ -46,6 +46,13 @@ const char *device::backendName() { return "cuda"; }
 
 void device::initialize(int localRank) { initializeWorld(localRank); }
 
+std::string device::selectAttentionPrecision(const std::string &precision) {
+  if (!precision.empty() && precision != "fp32" && precision != "16bit")
+    return "attention precision '" + precision + "': expected fp32 or 16bit";
+  cuda::setAttentionSplitProbs(precision != "16bit");
+  return "";
+}
+
 void *device::allocate(int64_t bytes) {
   void *ptr = nullptr;
   cudaError_t err = cudaMalloc(&ptr, size_t(bytes > 0 ? bytes : 1));

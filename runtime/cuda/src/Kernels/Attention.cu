@@ -21,6 +21,8 @@
 //
 // A descriptor's sliding window, soft-capping and ALiBi run on CUDA
 // cores only (AttentionSimt.cu): the tensor-core kernels take none of them.
+// The CUDA-core kernels compute in fp32 whatever setAttentionSplitProbs
+// says; it chooses how the tensor-core kernels multiply P and dS.
 //
 // Grouped-query attention: query head h (of batch * heads) reads key/value
 // head h / group, group = heads / kv_heads. The dK/dV kernels' grid covers
@@ -44,6 +46,13 @@
 using namespace zrt;
 using namespace zrt::cuda;
 using namespace zrt::cuda::attn;
+
+namespace {
+bool splitProbs = true;
+} // namespace
+
+void cuda::setAttentionSplitProbs(bool split) { splitProbs = split; }
+bool cuda::attentionSplitProbs() { return splitProbs; }
 
 namespace {
 
@@ -100,6 +109,7 @@ Shape makeShape(const char *kernel, const Attn &a, size_t elem,
   }
   s.segments = nullptr;
   s.headsPerBatch = s.kvHeadsPerBatch = 1;
+  s.splitProbs = attentionSplitProbs();
   s.vec = a.dim % 4 == 0;
   s.vec8 = a.dim % 8 == 0;
   for (const void *p : ptrs) {

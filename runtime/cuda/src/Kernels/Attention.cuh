@@ -45,6 +45,9 @@ struct Shape {
   float alibiLog2[kMaxAlibiHeads]; // ALiBi slope * log2(e) per head
   bool vec;  // dim % 4 == 0 and every tensor 4-element aligned
   bool vec8; // dim % 8 == 0 and every tensor 16-byte aligned
+  // Tensor cores: P and dS enter their products as two 16-bit halves
+  // (fp32's bits) or, as in FlashAttention, as one (AttentionFragments.cuh).
+  bool splitProbs;
   // Packed rows' document ids [batch, seq] (device memory, each row's
   // non-decreasing), null when none; the query and key/value heads of a
   // batch element.

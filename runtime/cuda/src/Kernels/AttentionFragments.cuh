@@ -12,8 +12,11 @@
 // and dP = dO V^T keep fp32 accuracy. P and dS are fp32 and would keep only
 // 8 (bf16) or 11 (f16) bits as one 16-bit operand of P V, P^T dO, dS K and
 // dS^T Q: each is split into hi = round16(x) and lo = round16(x - hi), two
-// MMAs that keep 16 or 22 bits. For f16, P (<= 1) is scaled by 2^14 and
-// each row of dS (unbounded) by a power of two, so that neither half
+// MMAs that keep 16 or 22 bits. With train's --attention-precision 16bit
+// (Shape::splitProbs false) they enter as hi alone, one MMA, as
+// FlashAttention and PyTorch's flash kernels round P: 2 of the forward's 3
+// MMA passes and 7 of the backward's 11 remain. For f16, P (<= 1) is scaled by
+// 2^14 and each row of dS (unbounded) by a power of two, so that neither half
 // overflows nor goes subnormal; the scales are exact and undone at the
 // store. Odd head dims and misaligned tensors load with element loads
 // instead of cp.async into the same tiles, so results do not depend on
@@ -133,16 +136,39 @@ __device__ inline void split2(float x, float y, uint32_t &hi, uint32_t &lo) {
   }
 }
 
-/// The A fragments (hi and lo parts) of keys or queries [16 kk, 16 kk + 16)
-/// of a warp's 16-row tile held as accumulators c (a C fragment of 16 x 8
-/// per entry: its layout is the A layout of two adjacent column blocks).
+/// (x, y) rounded to 16 bits and packed as in a fragment register.
+template <typename T>
+__device__ inline uint32_t round2(float x, float y) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<uint32_t *>(&h);
+  } else {
+    __half2 h = __floats2half2_rn(x, y);
+    return *reinterpret_cast<uint32_t *>(&h);
+  }
+}
+
+/// split2 when `split`, else hi = round16(x, y) alone (lo not set).
+template <typename T>
+__device__ inline void split2(float x, float y, bool split, uint32_t &hi,
+                              uint32_t &lo) {
+  if (split)
+    split2<T>(x, y, hi, lo);
+  else
+    hi = round2<T>(x, y);
+}
+
+/// The A fragments of keys or queries [16 kk, 16 kk + 16) of a warp's
+/// 16-row tile held as accumulators c (a C fragment of 16 x 8 per entry:
+/// its layout is the A layout of two adjacent column blocks): hi and lo
+/// parts when `split`, else hi alone.
 template <typename T, int kN>
-__device__ inline void splitA(const float (&c)[kN / 8][4], int kk,
+__device__ inline void splitA(const float (&c)[kN / 8][4], int kk, bool split,
                               uint32_t (&hi)[4], uint32_t (&lo)[4]) {
-  split2<T>(c[2 * kk][0], c[2 * kk][1], hi[0], lo[0]);
-  split2<T>(c[2 * kk][2], c[2 * kk][3], hi[1], lo[1]);
-  split2<T>(c[2 * kk + 1][0], c[2 * kk + 1][1], hi[2], lo[2]);
-  split2<T>(c[2 * kk + 1][2], c[2 * kk + 1][3], hi[3], lo[3]);
+  split2<T>(c[2 * kk][0], c[2 * kk][1], split, hi[0], lo[0]);
+  split2<T>(c[2 * kk][2], c[2 * kk][3], split, hi[1], lo[1]);
+  split2<T>(c[2 * kk + 1][0], c[2 * kk + 1][1], split, hi[2], lo[2]);
+  split2<T>(c[2 * kk + 1][2], c[2 * kk + 1][3], split, hi[3], lo[3]);
 }
 
 /// Max and sum over the 4 lanes that hold one accumulator row (xor
@@ -236,13 +262,14 @@ __device__ inline void scoreTile(float (&c)[kN / 8][4], const T *a, const T *b,
   }
 }
 
-/// acc += (hi + lo) B for the A fragments of one 16-row k slice and b the
-/// matching 16 rows of a shared [rows, kD] tile (read transposed), over the
-/// column blocks that hold data.
+/// acc += (hi + lo) B (hi B without `split`) for the A fragments of one
+/// 16-row k slice and b the matching 16 rows of a shared [rows, kD] tile
+/// (read transposed), over the column blocks that hold data.
 template <typename T, int kD>
-__device__ inline void
-accumulateSlice(float (&acc)[kD / 8][4], const uint32_t (&hi)[4],
-                const uint32_t (&lo)[4], const T *b, int lane, int dim) {
+__device__ inline void accumulateSlice(float (&acc)[kD / 8][4],
+                                       const uint32_t (&hi)[4],
+                                       const uint32_t (&lo)[4], bool split,
+                                       const T *b, int lane, int dim) {
   constexpr int kLd = tcStride(kD);
 #pragma unroll
   for (int np = 0; np < kD / 16; ++np) {
@@ -254,8 +281,10 @@ accumulateSlice(float (&acc)[kD / 8][4], const uint32_t (&hi)[4],
                    (lane >> 4) * 8);
     mma16816<T>(acc[2 * np], hi, bf[0], bf[1]);
     mma16816<T>(acc[2 * np + 1], hi, bf[2], bf[3]);
-    mma16816<T>(acc[2 * np], lo, bf[0], bf[1]);
-    mma16816<T>(acc[2 * np + 1], lo, bf[2], bf[3]);
+    if (split) {
+      mma16816<T>(acc[2 * np], lo, bf[0], bf[1]);
+      mma16816<T>(acc[2 * np + 1], lo, bf[2], bf[3]);
+    }
   }
 }
 

@@ -128,8 +128,9 @@ __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
 #pragma unroll
       for (int kk = 0; kk < kN / 16; ++kk) {
         uint32_t hi[4], lo[4];
-        splitA<T, kN>(sc, kk, hi, lo);
-        accumulateSlice<T, kD>(acc, hi, lo, vb + 16 * kk * kLd, lane, s.dim);
+        splitA<T, kN>(sc, kk, s.splitProbs, hi, lo);
+        accumulateSlice<T, kD>(acc, hi, lo, s.splitProbs, vb + 16 * kk * kLd,
+                               lane, s.dim);
       }
     }
     // Every warp is done with this step's buffers.

@@ -126,10 +126,12 @@ __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
 #pragma unroll
     for (int kk = 0; kk < kN / 16; ++kk) {
       uint32_t hi[4], lo[4];
-      splitA<T, kN>(st, kk, hi, lo);
-      accumulateSlice<T, kD>(accV, hi, lo, gb + 16 * kk * kLd, lane, s.dim);
-      splitA<T, kN>(dpt, kk, hi, lo);
-      accumulateSlice<T, kD>(accK, hi, lo, qb + 16 * kk * kLd, lane, s.dim);
+      splitA<T, kN>(st, kk, s.splitProbs, hi, lo);
+      accumulateSlice<T, kD>(accV, hi, lo, s.splitProbs, gb + 16 * kk * kLd,
+                             lane, s.dim);
+      splitA<T, kN>(dpt, kk, s.splitProbs, hi, lo);
+      accumulateSlice<T, kD>(accK, hi, lo, s.splitProbs, qb + 16 * kk * kLd,
+                             lane, s.dim);
     }
     __syncthreads();
   }
@@ -249,8 +251,9 @@ __global__ void __launch_bounds__(kTcThreads, tcMinBlocks(kD))
 #pragma unroll
     for (int kk = 0; kk < kN / 16; ++kk) {
       uint32_t hi[4], lo[4];
-      splitA<T, kN>(dp, kk, hi, lo);
-      accumulateSlice<T, kD>(acc, hi, lo, kb + 16 * kk * kLd, lane, s.dim);
+      splitA<T, kN>(dp, kk, s.splitProbs, hi, lo);
+      accumulateSlice<T, kD>(acc, hi, lo, s.splitProbs, kb + 16 * kk * kLd,
+                             lane, s.dim);
     }
     __syncthreads();
   }

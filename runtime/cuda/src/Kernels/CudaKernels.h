@@ -32,6 +32,13 @@ namespace cuda {
 #define ZRT_KERNEL(name, impl, ret, params, args) ret impl params;
 #include "zero_rt/abi.def"
 
+/// Whether the tensor-core attention kernels keep P and dS to fp32's bits,
+/// each as two 16-bit operands (true, the default), or round them to one as
+/// FlashAttention does (train's --attention-precision 16bit; Attention.cu).
+/// Process-wide; the kernels read it when they are launched.
+void setAttentionSplitProbs(bool split);
+bool attentionSplitProbs();
+
 /// c [m, n] += op(a) op(b), one product of zrt_matmul's layout (Matmul.cu).
 void matmulAccumulate(int32_t dtype, const void *a, const void *b, void *c,
                       int64_t m, int64_t n, int64_t k, int32_t transposeA,
