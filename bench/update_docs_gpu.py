@@ -111,14 +111,19 @@ def sec_gpu(r):
     return "\n".join(out)
 
 
+def not_measured(what, part):
+    """The line of a zrt-cuda-bench part that the results do not hold."""
+    return ["", "%s (`zrt-cuda-bench --only %s`): not measured yet." % (what,
+                                                                       part)]
+
+
 def attention_table(kern):
     """zrt-cuda-bench's attention part: the CUDA backend's fused attention,
     forward and backward, in TFLOP/s as FlashAttention's benchmark counts
     them."""
     cases = kern.get("attention")
     if cases is None:
-        return ["", "Attention (`zrt-cuda-bench --only attention`): not "
-                "measured yet."]
+        return not_measured("Attention", "attention")
     out = ["", "Attention, `cuda::attentionForward` and `attentionBackward`, "
            "bf16, causal, batch x heads for 16384 tokens of a 2048-wide model "
            "(heads = 2048 / head dim). FLOPs as FlashAttention's benchmark "
@@ -153,8 +158,7 @@ def memory_table(kern):
     124M step against the device copy."""
     cases = kern.get("memory_kernels")
     if cases is None:
-        return ["", "Memory-bound kernels (`zrt-cuda-bench --only memory`): "
-                "not measured yet."]
+        return not_measured("Memory-bound kernels", "memory")
     out = ["", "Memory-bound kernels at GPT-2 124M's shapes, bf16, 8 x 1024 "
            "tokens (hidden 768, 12 heads of 64, vocabulary 50257, padded to "
            "50304 columns); bytes = each input read once and each output "
