@@ -22,7 +22,9 @@ def sec_gpu(r):
     runs = [(dt, load(r, "gpu_gpt2_torch_%s.json" % dt),
              load(r, "gpu_gpt2_torch_compile_%s.json" % dt),
              load(r, "gpu_gpt2_zero_%s.json" % dt),
-             load(r, "gpu_gpt2_zero_%s_p16.json" % dt)) for dt in GPU_DTYPES]
+             load(r, "gpu_gpt2_zero_%s_p16.json" % dt),
+             load(r, "gpu_gpt2_zero_%s_p16_graphs.json" % dt))
+            for dt in GPU_DTYPES]
     llama = [load(r, "gpu_llama_%s.json" % k)
              for k in ("torch_eager", "torch_compile", "zero")]
     machine = load(r, "gpu_machine.json")
@@ -66,12 +68,14 @@ def sec_gpu(r):
     elif kern:
         out.append("Kernels: not measured (%s)." % kern["skipped"])
     rows, ratios = [], []
-    for dt, torch, compiled, zero, zero16 in runs:
+    for dt, torch, compiled, zero, zero16, graphs in runs:
         for label, d in (("PyTorch eager (`bench/gpu/gpt2_torch.py`)", torch),
                          ("PyTorch `torch.compile` (`--compile`)", compiled),
                          ("zero-mlir `--target cuda`", zero),
                          ("zero-mlir `--target cuda`, `--attention-precision "
-                          "16bit`", zero16)):
+                          "16bit`", zero16),
+                         ("zero-mlir `--target cuda`, `--attention-precision "
+                          "16bit --cuda-graphs`", graphs)):
             if not d:
                 continue
             if "skipped" in d:
@@ -89,11 +93,13 @@ def sec_gpu(r):
                 "skipped" not in zero:
             ratios.append("%s %.3f of torch.compile's" % (
                 dt, zero["step_ms_median"] / compiled["step_ms_median"]))
-        if compiled and zero16 and "skipped" not in compiled and \
-                "skipped" not in zero16:
-            ratios.append("%s with 16-bit attention probabilities %.3f of "
-                          "torch.compile's" % (dt, zero16["step_ms_median"] /
-                                               compiled["step_ms_median"]))
+        for what, d in (("16-bit attention probabilities", zero16),
+                        ("those and CUDA graphs", graphs)):
+            if compiled and d and "skipped" not in compiled and \
+                    "skipped" not in d:
+                ratios.append("%s with %s %.3f of torch.compile's" % (
+                    dt, what, d["step_ms_median"] /
+                    compiled["step_ms_median"]))
     if rows:
         if out:
             out.append("")

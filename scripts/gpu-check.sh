@@ -7,6 +7,7 @@
 # parts (default all): unit (the GPU unit tests, gtest JSON), e2e (the steps
 # of test/E2E/cuda on the bundle's precompiled programs; the checks of their
 # logs run afterwards on the build machine: scripts/gpu-verify.py), models
+# (with --cuda-graphs too)
 # (the bundle's e2e/models cases: a Llama with the chunked loss, the tiled
 # MLP, Lion, SGD, and a Mixtral; checked the same way), shared (stage 3
 # and expert parallelism on 2 ranks sharing the GPU, --collectives host,
@@ -119,6 +120,13 @@ if want e2e; then
     fi
     e2e_run "wide_${dt}_s3" "$E/wide_${dt}_s3" --quiet --steps 5 \
       --data "$E/tokens50257.bin" --log-json "$R/e2e/wide_${dt}_s3.json"
+  done
+  # --cuda-graphs: the same programs' launches as graphs, bit for bit the
+  # plain runs' losses, and their trace shows the graphs.
+  for c in f32_s0 bf16_s0 bf16_s3; do
+    e2e_run "graphs_$c" "$E/$c" --quiet --steps 10 --cuda-graphs \
+      --data "$E/tokens64.bin" --log-json "$R/e2e/graphs_$c.json" \
+      --trace "$R/e2e/graphs_$c.trace.json"
   done
   # test/E2E/cuda/fp16-overflow.test
   work=$(mktemp -d)

@@ -68,6 +68,38 @@ def losses(r, name, ref, rtol, steps, part="e2e"):
           diff <= rtol and peaks and not skipped)
 
 
+def graphs(r, name, steps):
+    """A --cuda-graphs run against the plain run of the same program on the
+    same GPU: the same losses bit for bit (graphs change when kernels are
+    launched, not what they compute), and a trace whose graphs were updated
+    after they were instantiated."""
+    path = os.path.join(r, "e2e", "graphs_%s.json" % name)
+    plain = os.path.join(r, "e2e", "%s.json" % name)
+    if not os.path.exists(path) or not os.path.exists(plain):
+        check("graphs " + name, False, "no log")
+        return
+    log, ref = zrt_e2e.read_log(path), zrt_e2e.read_log(plain)
+    same = len(log) == steps and [l["loss"] for l in log] == \
+        [l["loss"] for l in ref]
+    traces = [f for f in os.listdir(os.path.join(r, "e2e"))
+              if f.startswith("graphs_%s.trace" % name)]
+    events = []
+    for f in traces:
+        doc = json.load(open(os.path.join(r, "e2e", f)))
+        events += [e["name"] for e in (doc.get("traceEvents", doc)
+                                       if isinstance(doc, dict) else doc)
+                   if isinstance(e, dict) and
+                   str(e.get("name", "")).startswith("cuda graph")]
+    updated = sum(1 for e in events if "updated" in e)
+    ms = lambda l: sorted(x["step_ms"] for x in l[2:])[len(l[2:]) // 2]
+    check("graphs %s: losses %s the plain run's, %d graph launches (%d "
+          "updated), median step %.2f ms against %.2f ms" % (
+              name, "equal to" if same else "differ from", len(events),
+              updated, ms(log) if len(log) > 2 else 0,
+              ms(ref) if len(ref) > 2 else 0),
+          same and updated > 0)
+
+
 def cases(r, part):
     """A part's cases (cases.txt: NAME STEPS ARGS) against the CPU backend's
     run of the same compile, with test/E2E/cuda's tolerances: 2e-4
@@ -223,6 +255,8 @@ def main():
         if os.path.exists(os.path.join(r, "e2e", "cpu_wide_f32.json")):
             losses(r, "wide_f32_s3", "cpu_wide_f32", 2e-4, 5)
             losses(r, "wide_bf16_s3", "cpu_wide_bf16", 2e-2, 5)
+        for name in ("f32_s0", "bf16_s0", "bf16_s3"):
+            graphs(r, name, 10)
     if "models" in parts:
         cases(r, "models")
     # 2 ranks on one GPU, --collectives host.

@@ -15,6 +15,7 @@
 #            cuda, trained with --log-json on the same tokens ->
 #            bench/results/gpu_gpt2_zero_DTYPE.json; a 16-bit DTYPE again
 #            with --attention-precision 16bit -> gpu_gpt2_zero_DTYPE_p16.json
+#            and with --cuda-graphs too -> ..._p16_graphs.json
 #   llama    a Llama-3.2-1B-shaped step in bf16 at sequence 2048, PyTorch
 #            eager, torch.compile and zero-mlir, each at the largest micro
 #            batch that fits -> bench/results/gpu_llama_{torch_eager,
@@ -186,20 +187,22 @@ zero_step() {
       -o "$work/gpt2-cuda" || return 1
   fi
   # 16-bit steps also with FlashAttention's 16-bit probabilities, as
-  # PyTorch's flash kernels compute them: gpu_gpt2_zero_DTYPE_p16.json.
-  local precision suffix
-  for precision in fp32 16bit; do
+  # PyTorch's flash kernels compute them (gpu_gpt2_zero_DTYPE_p16.json),
+  # and so with CUDA graphs (..._p16_graphs.json).
+  local variant precision suffix graphs
+  for variant in fp32: 16bit:_p16 16bit:_p16_graphs; do
+    precision=${variant%%:*} suffix=${variant#*:}
     [[ $precision == fp32 || $dtype != fp32 ]] || continue
-    suffix=; [[ $precision == fp32 ]] || suffix=_p16
+    graphs=(); [[ $suffix != *_graphs ]] || graphs=(--cuda-graphs)
     rm -f "$work/log.jsonl"
     "$work/gpt2-cuda" --steps "$((warmup + steps))" \
       --data "$data/tokens.bin" --attention-precision "$precision" \
-      --log-json "$work/log.jsonl" --quiet || return 1
+      "${graphs[@]}" --log-json "$work/log.jsonl" --quiet || return 1
     python3 "$here/zero_result.py" "$work/log.jsonl" \
       "$results/gpu_gpt2_zero_$dtype$suffix.json" --warmup "$warmup" \
       --batch "$batch" --seq "$seq" --dtype "$dtype" --model gpt2 \
       --layers 12 --hidden 768 --heads 12 --vocab 50257 --gpu "$gpu" \
-      --attention-precision "$precision" || return 1
+      --attention-precision "$precision" "${graphs[@]}" || return 1
   done
 }
 
@@ -222,7 +225,8 @@ for dtype in $dtypes; do
   if want zero; then
     echo "== GPT-2 step, zero-mlir --target cuda, $dtype"
     rm -f "$results/gpu_gpt2_zero_$dtype.json" \
-      "$results/gpu_gpt2_zero_${dtype}_p16.json"
+      "$results/gpu_gpt2_zero_${dtype}_p16.json" \
+      "$results/gpu_gpt2_zero_${dtype}_p16_graphs.json"
     # The CUDA runtime libraries that an executable of --target cuda links,
     # whichever of them this build defines.
     cuda_libs=()

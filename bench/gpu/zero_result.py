@@ -57,6 +57,8 @@ def main():
     p.add_argument("--attention-precision", default="fp32",
                    choices=["fp32", "16bit"],
                    help="train's --attention-precision of the run")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="the run used train's --cuda-graphs")
     p.add_argument("--planned-batches",
                    help="JSON of the batches tried: their planned peaks")
     a = p.parse_args()
@@ -79,6 +81,7 @@ def main():
         "ffn": a.ffn,
         "vocab": a.vocab, "batch": a.batch, "seq": a.seq, "dtype": a.dtype,
         "target": "cuda", "attention_precision": a.attention_precision,
+        "cuda_graphs": a.cuda_graphs,
         "warmup": a.warmup, "steps": len(timed),
         "step_ms_median": median, "step_ms": ms,
         "tokens_per_s": tokens_per_s, "flops_per_token": flops,

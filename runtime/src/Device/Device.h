@@ -35,6 +35,15 @@ const char *backendName();
 /// has no such choice (the CPU computes attention in fp32 only), else "".
 std::string selectAttentionPrecision(const std::string &precision);
 
+/// Chooses whether training steps run as CUDA graphs (train's
+/// --cuda-graphs). Returns a one-line reason when this backend has none
+/// (the CPU), else "".
+std::string selectGraphs(bool on);
+
+/// A training step begins: its micro steps and boundary follow, then
+/// finishStep.
+void beginStep(zrt_ctx &ctx);
+
 /// Picks the device of a rank (the CUDA backend: GPU localRank modulo the
 /// visible GPUs). Throws std::runtime_error with a one-line reason when the
 /// backend cannot run here (no usable GPU).

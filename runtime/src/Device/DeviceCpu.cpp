@@ -90,6 +90,14 @@ void device::storeF32(float *dst, float value) { *dst = value; }
 
 void device::finishStep(zrt_ctx &) {}
 
+std::string device::selectGraphs(bool on) {
+  return on ? "--cuda-graphs needs a program compiled with --target cuda; the "
+              "CPU backend runs kernels as it calls them"
+            : "";
+}
+
+void device::beginStep(zrt_ctx &) {}
+
 std::string device::selectAttentionPrecision(const std::string &precision) {
   if (precision.empty() || precision == "fp32")
     return "";

@@ -284,6 +284,9 @@ bool Driver::startProgram() {
                 device::selectAttentionPrecision(opts.attentionPrecision);
             !why.empty())
           throw std::runtime_error(why);
+        if (std::string why = device::selectGraphs(opts.cudaGraphs);
+            !why.empty())
+          throw std::runtime_error(why);
         int localRank = 0, localSize = 1;
         nodeRank(MPI_COMM_WORLD, localRank, localSize);
         device::initialize(localRank);

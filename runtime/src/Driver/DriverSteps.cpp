@@ -254,6 +254,7 @@ Driver::StepTimes Driver::runStep(int64_t step) {
   ctx.moeMaxExpertRows = ctx.moeDroppedRows = 0;
   auto start = std::chrono::steady_clock::now();
   double stepStart = ctx.nowUs();
+  device::beginStep(ctx);
   // A mean over the valid labels of the global batch, or a loss divided by
   // a sum of the inputs over it: every micro batch's labels and sums are
   // counted before the first one trains (its first micro step all-reduces

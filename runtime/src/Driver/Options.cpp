@@ -104,6 +104,10 @@ const char *const zrt::kUsage =
     "                          and their gradients: to fp32's bits (default)\n"
     "                          or rounded to 16 bits, as FlashAttention;\n"
     "                          also ZRT_ATTENTION_PRECISION\n"
+    "  --cuda-graphs           run each training step's kernels (--target\n"
+    "                          cuda) as CUDA graphs, captured between the\n"
+    "                          step's host synchronisations and collectives\n"
+    "                          and updated every step; also ZRT_CUDA_GRAPHS=1\n"
     "  --collective-timeout-s S\n"
     "                          abort every rank when a collective of a\n"
     "                          training step waits longer than S seconds\n"
@@ -248,6 +252,9 @@ void readEnvironment(Options &o) {
     if (const char *env = std::getenv("ZRT_ATTENTION_PRECISION"); env && *env)
       o.attentionPrecision =
           oneOf("ZRT_ATTENTION_PRECISION", env, "fp32", "16bit");
+  if (const char *env = std::getenv("ZRT_CUDA_GRAPHS"); env && *env)
+    o.cudaGraphs =
+        o.cudaGraphs || oneOf("ZRT_CUDA_GRAPHS", env, "0", "1") == "1";
   if (o.ranksPerNode == 0)
     if (const char *env = std::getenv("ZRT_RANKS_PER_NODE"); env && *env) {
       o.ranksPerNode = parseRanksPerNode("ZRT_RANKS_PER_NODE", env);
@@ -342,6 +349,8 @@ Options zrt::parseOptions(int argc, char **argv) {
       o.collectives = oneOf("option " + name, next(), "host", "nccl");
     else if (name == "--attention-precision")
       o.attentionPrecision = oneOf("option " + name, next(), "fp32", "16bit");
+    else if (name == "--cuda-graphs")
+      flag(o.cudaGraphs);
     else if (name == "--ranks-per-node") {
       std::string v = next();
       o.ranksPerNode = parseRanksPerNode("option --ranks-per-node", v);

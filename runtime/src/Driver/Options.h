@@ -58,6 +58,8 @@ struct Options {
   std::string collectives;
   /// --attention-precision, else ZRT_ATTENTION_PRECISION (empty: fp32).
   std::string attentionPrecision;
+  /// --cuda-graphs, or ZRT_CUDA_GRAPHS=1.
+  bool cudaGraphs = false;
   /// --ranks-per-node, else ZRT_RANKS_PER_NODE (0: MPI's shared-memory
   /// nodes).
   int64_t ranksPerNode = 0;

@@ -13,6 +13,7 @@
 #include "Collectives/Groups.h"
 #include "Collectives/Mpi.h"
 #include "Collectives/Tokens.h"
+#include "Support/CudaGraphs.h"
 #include "Support/CudaSupport.h"
 #include "Support/Support.h"
 
@@ -163,6 +164,9 @@ ncclComm_t zrt::cuda::ncclOf(zrt_comm *comm) {
 }
 
 cudaStream_t zrt::cuda::commStream(zrt_comm *comm) {
+  // Every collective starts here: with --cuda-graphs, what the compute
+  // stream captured so far runs before it.
+  graphs::pause();
   // Host collectives run their copies on the compute stream.
   if (hostCollectives())
     return computeStream();
@@ -178,6 +182,8 @@ void zrt::cuda::commAfterCompute(zrt_comm *comm) {
 }
 
 int64_t zrt::cuda::recordToken(zrt_comm *comm) {
+  // A token is waited for outside the capture that would record it.
+  graphs::pause();
   cudaStream_t stream = comm ? comm->backend->stream : computeStream();
   return state().tokens.start([&](cudaEvent_t &event, bool fresh) {
     if (fresh)
@@ -443,6 +449,7 @@ extern "C" int64_t zrt_all_reduce(zrt_comm *comm, int32_t dtype, int32_t op,
 }
 
 extern "C" void zrt_wait(int64_t token) {
+  graphs::pause();
   CommState &s = state();
   // The compute stream waits, not the host: the event's current record is
   // captured now, so the event can be recorded again for another token.
@@ -452,6 +459,7 @@ extern "C" void zrt_wait(int64_t token) {
 }
 
 extern "C" void zrt_wait_all(void) {
+  graphs::pause();
   CommState &s = state();
   s.tokens.waitAll(zrt_wait);
   std::lock_guard<std::mutex> lock(s.mutex);

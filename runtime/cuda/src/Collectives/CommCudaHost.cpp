@@ -16,6 +16,7 @@
 
 #include "Collectives/CommCuda.h"
 #include "Collectives/Groups.h"
+#include "Support/CudaGraphs.h"
 #include "Support/CudaSupport.h"
 #include "Support/Support.h"
 #include "Support/Types.h"
@@ -33,6 +34,7 @@ namespace {
 /// tells the two buffers of a collective apart.
 template <int Which>
 char *staging(size_t bytes) {
+  graphs::pause();
   static char *buffer = nullptr;
   static size_t capacity = 0;
   if (bytes > capacity) {
@@ -52,9 +54,13 @@ char *staging(size_t bytes) {
 size_t elementSize(int32_t dtype) { return size_t(zrt_dtype_size(dtype)); }
 
 /// The device's work so far (a collective's inputs) is complete.
-void afterCompute() { ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream())); }
+void afterCompute() {
+  graphs::pause();
+  ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+}
 
 void toHost(void *host, const void *device, size_t bytes) {
+  graphs::pause();
   if (bytes)
     ZRT_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
                                    computeStream()));
@@ -64,6 +70,7 @@ void toHost(void *host, const void *device, size_t bytes) {
 /// Enqueued on the compute stream, which the pinned staging keeps apart
 /// from the next collective's copy in: toHost synchronizes first.
 void toDevice(void *device, const void *host, size_t bytes) {
+  graphs::pause();
   if (bytes)
     ZRT_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
                                    computeStream()));

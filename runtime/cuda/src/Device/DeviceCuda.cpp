@@ -5,7 +5,10 @@
 // Arenas are device memory; the driver reaches them through copies on the
 // compute stream, so they are ordered after the step's kernels. Copies from
 // pageable host memory have consumed their source when they return, so the
-// driver may reuse its staging buffers at once.
+// driver may reuse its staging buffers at once. With --cuda-graphs every
+// function here that cannot join a captured graph (an allocation, a copy
+// from or to pageable memory, a wait for the device) launches the capture
+// so far first (Support/CudaGraphs.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,12 +19,15 @@
 #include "Optimizer/Adafactor.h"
 #include "Optimizer/Muon.h"
 #include "Program/Manifest.h"
+#include "Support/CudaGraphs.h"
 #include "Support/CudaSupport.h"
 #include "Support/Support.h"
 #include "Support/Types.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 using namespace zrt;
@@ -53,7 +59,15 @@ std::string device::selectAttentionPrecision(const std::string &precision) {
   return "";
 }
 
+std::string device::selectGraphs(bool on) {
+  graphs::enable(on);
+  return "";
+}
+
+void device::beginStep(zrt_ctx &) { graphs::beginStep(); }
+
 void *device::allocate(int64_t bytes) {
+  graphs::pause();
   void *ptr = nullptr;
   cudaError_t err = cudaMalloc(&ptr, size_t(bytes > 0 ? bytes : 1));
   if (err != cudaSuccess)
@@ -64,6 +78,7 @@ void *device::allocate(int64_t bytes) {
 
 void device::release(void *ptr) {
   if (ptr) {
+    graphs::pause();
     ZRT_CUDA_CHECK(cudaDeviceSynchronize());
     ZRT_CUDA_CHECK(cudaFree(ptr));
   }
@@ -75,6 +90,7 @@ void device::release(void *ptr) {
 // parameter write was refused. So the pages are allocated block-aligned, as
 // the CPU backend's, and then pinned.
 void *device::allocateHost(int64_t bytes) {
+  graphs::pause();
   void *ptr = tryAlignedAlloc(bytes > 0 ? bytes : 1, ZRT_NVME_BLOCK_BYTES);
   if (!ptr)
     throw OutOfMemory("cannot allocate " + std::to_string(bytes) +
@@ -91,6 +107,7 @@ void *device::allocateHost(int64_t bytes) {
 
 void device::releaseHost(void *ptr) {
   if (ptr) {
+    graphs::pause();
     ZRT_CUDA_CHECK(cudaDeviceSynchronize());
     ZRT_CUDA_CHECK(cudaHostUnregister(ptr));
     std::free(ptr);
@@ -114,6 +131,7 @@ std::function<void()> device::transfer(void *dst, const void *src,
                                        int64_t bytes, bool toHost) {
   if (bytes <= 0)
     return nullptr;
+  graphs::pause();
   // After the kernels enqueued so far (the gradients' reductions, the
   // host Adam's writes are host-side and already done).
   cudaEvent_t ready, done;
@@ -127,6 +145,7 @@ std::function<void()> device::transfer(void *dst, const void *src,
   ZRT_CUDA_CHECK(cudaEventRecord(done, copyStream()));
   ZRT_CUDA_CHECK(cudaEventDestroy(ready));
   return [done, toHost] {
+    graphs::pause();
     // The host reads a download; later kernels read an upload, and the
     // host may overwrite its source only once it landed.
     if (toHost)
@@ -139,6 +158,7 @@ std::function<void()> device::transfer(void *dst, const void *src,
 }
 
 void device::upload(void *dst, const void *src, int64_t bytes) {
+  graphs::pause();
   if (bytes > 0)
     ZRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),
                                    cudaMemcpyHostToDevice, computeStream()));
@@ -147,6 +167,7 @@ void device::upload(void *dst, const void *src, int64_t bytes) {
 void device::download(void *dst, const void *src, int64_t bytes) {
   if (bytes <= 0)
     return;
+  graphs::pause();
   ZRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),
                                  cudaMemcpyDeviceToHost, computeStream()));
   ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
@@ -216,18 +237,36 @@ void device::storeF32(float *dst, float value) {
 }
 
 void device::finishStep(zrt_ctx &ctx) {
+  std::vector<graphs::Launch> launches = graphs::endStep();
   ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
   ZRT_CUDA_CHECK(cudaStreamSynchronize(commStream(ctx.comm)));
   checkDeviceErrors();
   const LossSlots &s = lossSlots();
   for (int32_t i = 0; i < ctx.lossCount && i < s.capacity; ++i)
     ctx.lossSum += double(s.host[i]);
+  if (!ctx.tracing)
+    return;
+  auto us = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - ctx.traceStart)
+        .count();
+  };
+  // The host's side of each graph launch: its update (or instantiation)
+  // and the launch.
+  for (const graphs::Launch &l : launches)
+    ctx.trace.push_back({"cuda graph " + std::to_string(l.segment) + " (" +
+                             std::to_string(l.nodes) + " nodes, " +
+                             (l.instantiated ? "instantiated" : "updated") +
+                             ")",
+                         us(l.start), us(l.end) - us(l.start)});
 }
 
 /// The loss is copied to pinned memory asynchronously and summed by
 /// finishStep.
 void device::recordLoss(zrt_ctx &ctx, const float *loss) {
   LossSlots &s = lossSlots();
+  // A copy of its own: a captured one would read the slot of the step
+  // that captured it.
+  graphs::pause();
   if (ctx.lossCount >= s.capacity) {
     // Pending copies target the old slots: let them land first.
     ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
@@ -262,6 +301,7 @@ void device::optimizerStep(const zrt_optimizer &optimizer,
 void *device::allocateScratch(int64_t bytes) {
   if (bytes <= 0)
     return nullptr;
+  graphs::pause();
   void *ptr = nullptr;
   ZRT_CUDA_CHECK(cudaMallocAsync(&ptr, size_t(bytes), computeStream()));
   accountScratch(bytes);
@@ -272,6 +312,7 @@ void device::releaseScratch(void *ptr, int64_t bytes) {
   if (!ptr)
     return;
   // Stream order keeps the memory alive until the kernels that use it ran.
+  graphs::pause();
   cudaFreeAsync(ptr, computeStream());
   accountScratch(-bytes);
 }

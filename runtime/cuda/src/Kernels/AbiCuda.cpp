@@ -13,6 +13,7 @@
 
 #include "Kernels/CudaKernels.h"
 #include "Optimizer/Muon.h"
+#include "Support/CudaGraphs.h"
 #include "Support/Support.h"
 #include "zero_rt/zrt.h"
 
@@ -24,9 +25,21 @@ extern "C" void zrt_copy(void *dst, const void *src, int64_t bytes) {
   cuda::copy(dst, src, bytes);
 }
 
+namespace {
+/// A kernel entry: with --cuda-graphs, where a step's capture starts and
+/// its segments end (Support/CudaGraphs.h).
+struct KernelEntry {
+  KernelEntry() { cuda::graphs::beforeKernel(); }
+  ~KernelEntry() { cuda::graphs::afterKernel(); }
+};
+} // namespace
+
 // Every kernel is a plain call of its device implementation.
 #define ZRT_KERNEL(name, impl, ret, params, args)                              \
-  extern "C" ret name params { return cuda::impl args; }
+  extern "C" ret name params {                                                 \
+    KernelEntry entry;                                                         \
+    return cuda::impl args;                                                    \
+  }
 #include "zero_rt/abi.def"
 
 extern "C" void zrt_quantize(int32_t dtype, const void *src, int64_t n,

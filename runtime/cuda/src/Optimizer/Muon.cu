@@ -14,6 +14,7 @@
 
 #include "Kernels/CudaKernels.h"
 #include "Optimizer/Muon.h"
+#include "Support/CudaGraphs.h"
 #include "Support/CudaSupport.h"
 #include "Support/Support.h"
 
@@ -178,6 +179,7 @@ void zrt::cuda::muon(int32_t dtype, const void *grad, float *master,
     if (maxGradNorm > 0) {
       if (!stats)
         fatal("zrt_muon: gradient clipping needs the stats");
+      graphs::pause();
       ZRT_CUDA_CHECK(cudaMemcpyAsync(hostStats, stats, sizeof hostStats,
                                      cudaMemcpyDeviceToHost, computeStream()));
       ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));

@@ -6,6 +6,7 @@
 
 #include "Support/CudaSupport.h"
 #include "Device/Memory.h"
+#include "Support/CudaGraphs.h"
 #include "Support/Support.h"
 
 #include <mutex>
@@ -106,6 +107,9 @@ DeviceScratch::DeviceScratch(int64_t bytes) : bytes(bytes) {
     this->bytes = 0;
     return;
   }
+  // An allocation would join a captured graph as a node that
+  // cudaGraphExecUpdate cannot update.
+  graphs::pause();
   ZRT_CUDA_CHECK(cudaMallocAsync(&ptr, size_t(bytes), computeStream()));
   accountScratch(bytes);
 }
@@ -114,6 +118,7 @@ DeviceScratch::~DeviceScratch() {
   if (!ptr)
     return;
   // Stream order keeps the memory alive until the kernels that use it ran.
+  graphs::pause();
   cudaFreeAsync(ptr, computeStream());
   accountScratch(-bytes);
 }
