@@ -264,8 +264,8 @@ void device::finishStep(zrt_ctx &ctx) {
 /// finishStep.
 void device::recordLoss(zrt_ctx &ctx, const float *loss) {
   LossSlots &s = lossSlots();
-  // A copy of its own: a captured one would read the slot of the step
-  // that captured it.
+  // Outside any captured graph: the slots may move (below), and the host
+  // reads them at finishStep.
   graphs::pause();
   if (ctx.lossCount >= s.capacity) {
     // Pending copies target the old slots: let them land first.
