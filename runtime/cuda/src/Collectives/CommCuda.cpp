@@ -143,6 +143,8 @@ void zrt::cuda::initializeWorld(int localRank) {
 ncclComm_t zrt::cuda::ncclOf(zrt_comm *comm) {
   if (hostCollectives())
     fatal("NCCL: no communicator with --collectives host");
+  // A group's communicator may start here, in the middle of a step.
+  graphs::pause();
   CommState &s = state();
   if (!comm->backend->nccl && comm != s.world) {
     // A Group's communicator (Groups.h): split from its parent's at its
