@@ -61,6 +61,8 @@ void setPlanOptions(ZeroPipelineOptions &pipeline, int64_t stage, bool perNode,
   setOption(pipeline.dtype, options.dtype, text);
   setOption(pipeline.reduceBucketSize, options.reduceBucketSize, text);
   setOption(pipeline.overlapComm, options.overlapComm, text);
+  if (options.target != "cpu")
+    setOption(pipeline.target, options.target, text);
 }
 
 /// Keeps the first error the context reports in `error` (unless it is set
@@ -316,6 +318,16 @@ zero::estimate::countModel(mlir::ModuleOp module, StringRef file,
                            const EstimateOptions &options) {
   ModelCounts counts;
   counts.file = file.str();
+  // The model zero-compile --target trains: its padded vocabulary counts.
+  {
+    ZeroPipelineOptions pipeline;
+    pipeline.target = options.target;
+    pipeline.dtype = options.dtype;
+    mlir::PassManager pm(module.getContext());
+    mlir::zero::addPadVocabPass(pm, pipeline);
+    if (failed(pm.run(module)))
+      return std::nullopt;
+  }
   mlir::OwningOpRef<mlir::ModuleOp> planned = module.clone();
   mlir::OwningOpRef<mlir::ModuleOp> pristine = module.clone();
   for (auto p : module.getOps<mlir::zero::ParamOp>()) {

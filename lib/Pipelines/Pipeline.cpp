@@ -34,6 +34,24 @@ static SmallVector<int64_t> blockRange(int64_t begin, int64_t end) {
   return blocks;
 }
 
+void mlir::zero::addPadVocabPass(OpPassManager &pm,
+                                 const ZeroPipelineOptions &o) {
+  if (o.padVocab != 0) {
+    ZeroPadVocabPassOptions pad;
+    pad.multiple = o.padVocab;
+    pm.addPass(createZeroPadVocabPass(pad));
+  } else if (!o.padVocab.hasValue() && o.target == "cuda" && o.lossChunk == 0) {
+    // Where padding pays: cuBLASLt runs a 16-bit GEMM whose leading
+    // dimension is not a multiple of 8 on slow unaligned kernels, and 64
+    // rows keep the head's tiles whole. A chunked loss takes no padding.
+    ZeroPadVocabPassOptions pad;
+    pad.multiple = kCudaVocabMultiple;
+    pad.only16Bit = true;
+    pad.dtype = o.dtype;
+    pm.addPass(createZeroPadVocabPass(pad));
+  }
+}
+
 /// zero-remat as `remat` says, then partition, gradient sync, the mean over
 /// valid labels, gathers, prefetch (stage 3) and the optimizer.
 static void addZeroPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
@@ -106,20 +124,7 @@ static void addPasses(OpPassManager &pm, const ZeroPipelineOptions &o,
     pm.addPass(createFitLossChunkPass(o, rematBlocks, addPasses));
     return;
   }
-  if (o.padVocab != 0) {
-    ZeroPadVocabPassOptions pad;
-    pad.multiple = o.padVocab;
-    pm.addPass(createZeroPadVocabPass(pad));
-  } else if (!o.padVocab.hasValue() && o.target == "cuda" && o.lossChunk == 0) {
-    // Where padding pays: cuBLASLt runs a 16-bit GEMM whose leading
-    // dimension is not a multiple of 8 on slow unaligned kernels, and 64
-    // rows keep the head's tiles whole. A chunked loss takes no padding.
-    ZeroPadVocabPassOptions pad;
-    pad.multiple = kCudaVocabMultiple;
-    pad.only16Bit = true;
-    pad.dtype = o.dtype;
-    pm.addPass(createZeroPadVocabPass(pad));
-  }
+  addPadVocabPass(pm, o);
   // A negative chunk is refused by the pass.
   if (o.lossChunk != 0) {
     ZeroLossChunkPassOptions chunk;

@@ -193,7 +193,12 @@ ModuleOp Tuner::getFront(int64_t chunk, int64_t tiles, int64_t sp, int64_t ep) {
     return it->second;
   OwningOpRef<ModuleOp> module = model.clone();
   PassManager pm(ctx);
-  // In zero-pipeline's order.
+  // In zero-pipeline's order: the target's vocabulary padding (none with a
+  // chunked loss) first.
+  ZeroPipelineOptions padding;
+  padding.target = options.target;
+  padding.lossChunk = chunk;
+  addPadVocabPass(pm, padding);
   if (chunk != 0) {
     ZeroLossChunkPassOptions fuse;
     fuse.chunk = chunk;

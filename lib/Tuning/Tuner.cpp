@@ -85,6 +85,7 @@
 #include "zero/Dialect/Zero/IR/Optimizers.h"
 #include "zero/Dialect/Zero/Transforms/Passes.h"
 #include "zero/Dialect/Zero/Transforms/Remat.h"
+#include "zero/Pipelines/Pipeline.h"
 #include "zero/Support/UTF8.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -481,9 +482,13 @@ FailureOr<TuneResult> mlir::zero::tuneTrainStep(ModuleOp module,
   if (result.tokensPerStep == 0)
     result.tokensPerStep = result.globalBatch;
 
-  // Autodiff and mixed precision once, for every candidate.
+  // Autodiff and mixed precision once, for every candidate (after the
+  // target's vocabulary padding, as zero-pipeline).
   OwningOpRef<ModuleOp> front = module.clone();
   PassManager pm(module.getContext());
+  ZeroPipelineOptions padding;
+  padding.target = options.target;
+  addPadVocabPass(pm, padding);
   pm.addPass(createZeroAutodiffPass());
   pm.addPass(createZeroMixedPrecisionPass());
   if (failed(pm.run(*front)))

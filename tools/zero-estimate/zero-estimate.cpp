@@ -78,6 +78,14 @@ static cl::opt<std::string, true>
                    "fp32"),
           cl::location(estimateOptions.dtype), cl::init("bf16"),
           cl::cat(estimateCat));
+static cl::opt<std::string, true>
+    target("target",
+           cl::desc("With a model file: the backend it will train on, as "
+                    "zero-compile --target (cpu or cuda; cuda pads a 16-bit "
+                    "step's vocabulary to a multiple of 64 rows, and the model "
+                    "is counted and planned padded)"),
+           cl::location(estimateOptions.target), cl::init("cpu"),
+           cl::cat(estimateCat));
 static cl::opt<std::string> optimizer(
     "optimizer",
     cl::desc("Without a model file: the optimizer whose states are counted, "
@@ -279,6 +287,9 @@ std::optional<std::string> validate() {
   const std::string &precision = estimateOptions.dtype;
   if (precision != "bf16" && precision != "fp16" && precision != "fp32")
     return "--dtype must be bf16, fp16 or fp32 (got '" + precision + "')";
+  if (estimateOptions.target != "cpu" && estimateOptions.target != "cuda")
+    return "--target must be cpu or cuda (got '" + estimateOptions.target +
+           "')";
   if (alignment < 1 || alignment > (int64_t(1) << 20))
     return "--alignment must be between 1 and 2^20 (got " +
            std::to_string(alignment) + ")";

@@ -93,6 +93,13 @@ static cl::opt<std::string> *const axisOptions[] = {
 };
 
 static cl::opt<std::string, true>
+    target("target",
+           cl::desc("The backend the step will train on, as zero-compile "
+                    "--target (cpu or cuda; cuda pads a 16-bit step's "
+                    "vocabulary to a multiple of 64 rows unless its loss is "
+                    "chunked, and the candidates are planned so)"),
+           cl::location(tuneOptions.target), cl::init("cpu"), cl::cat(tuneCat));
+static cl::opt<std::string, true>
     nvmePath("nvme-path",
              cl::desc("Directory of the ranks' NVMe swap files, for "
                       "--offload=nvme (offload_optimizer.nvme_path and "
@@ -295,6 +302,10 @@ static bool checkSearch() {
   }
   if (tuneOptions.top < 1) {
     fail("--top must be >= 1, got " + Twine(tuneOptions.top));
+    return false;
+  }
+  if (tuneOptions.target != "cpu" && tuneOptions.target != "cuda") {
+    fail("--target must be cpu or cuda, got '" + tuneOptions.target + "'");
     return false;
   }
   if (seqMultiple.getNumOccurrences() && !maxSeq) {

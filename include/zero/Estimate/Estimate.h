@@ -45,6 +45,10 @@ struct EstimateOptions {
   int64_t gpusPerNode = 0, nodes = 0;
   /// The training precision: "bf16", "fp16" or "fp32".
   std::string dtype;
+  /// The backend the model will train on, as zero-compile's --target: "cpu"
+  /// or "cuda" (which pads a 16-bit step's vocabulary to 64 rows; a model
+  /// file is counted and planned padded).
+  std::string target = "cpu";
   /// The optimizer of a model given as numbers (--optimizer): every state
   /// its optimizers.def row may keep. A model file's own train step names
   /// its optimizer instead (ModelCounts::optimizer).

@@ -63,6 +63,10 @@ struct TuneCandidate {
 
 struct TuneOptions {
   int64_t worldSize = 1;
+  /// The backend the step will train on, as zero-compile's --target: cpu,
+  /// or cuda, which pads a 16-bit step's vocabulary to a multiple of 64
+  /// rows where its loss is not chunked (every candidate so planned).
+  std::string target = "cpu";
   /// Ranks per node (0: every rank on one node), which the cost model
   /// prices the collectives by.
   int64_t ranksPerNode = 0;
