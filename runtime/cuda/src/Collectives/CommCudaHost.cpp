@@ -59,22 +59,22 @@ void afterCompute() {
   ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
 }
 
-void toHost(void *host, const void *device, size_t bytes) {
+/// `bytes` copied on the compute stream, and waited for.
+void copyWaited(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
   graphs::pause();
   if (bytes)
-    ZRT_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost,
-                                   computeStream()));
+    ZRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, computeStream()));
   ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
 }
 
-/// Enqueued on the compute stream, which the pinned staging keeps apart
-/// from the next collective's copy in: toHost synchronizes first.
+void toHost(void *host, const void *device, size_t bytes) {
+  copyWaited(host, device, bytes, cudaMemcpyDeviceToHost);
+}
+
+/// Waited for, so that the pinned staging is free for the next
+/// collective's copy in.
 void toDevice(void *device, const void *host, size_t bytes) {
-  graphs::pause();
-  if (bytes)
-    ZRT_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
-                                   computeStream()));
-  ZRT_CUDA_CHECK(cudaStreamSynchronize(computeStream()));
+  copyWaited(device, host, bytes, cudaMemcpyHostToDevice);
 }
 
 /// `bytes` of device memory at `device` in staging buffer `Which`, read once

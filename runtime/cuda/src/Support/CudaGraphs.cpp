@@ -88,8 +88,6 @@ void graphs::enable(bool on) {
   s.steps = 0;
 }
 
-bool graphs::enabled() { return state().enabled; }
-
 void graphs::beginStep() {
   State &s = state();
   if (!s.enabled)

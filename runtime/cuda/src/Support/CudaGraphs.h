@@ -46,7 +46,6 @@ struct Launch {
 /// --cuda-graphs: whether training steps run as graphs. Frees the
 /// executable graphs of an earlier run.
 void enable(bool on);
-bool enabled();
 
 /// A training step begins: from the run's second step on, its kernels are
 /// captured.
